@@ -1,0 +1,238 @@
+//! `env`: the only door to nondeterminism.
+//!
+//! Every source of nondeterminism a system can observe — the clock, file and directory IO, randomness, and the
+//! scheduling of background work — goes through the [`Env`] trait. [`RealEnv`] backs it with the operating system;
+//! [`SimEnv`] (feature `sim`, on by default) backs it with a simulated world owned by one seed: a virtual clock, a
+//! disk that loses, tears and corrupts unsynced writes on [`SimEnv::crash`], seeded fault injection, and a scheduler
+//! that runs background tasks only when the simulator steps them.
+//!
+//! Only this crate may touch `std::fs`, `std::time`, `std::thread` and OS randomness; `clippy.toml` bans them
+//! everywhere else (ADR-0002).
+
+mod error;
+pub mod random;
+mod real;
+#[cfg(feature = "sim")]
+pub mod sim;
+mod task;
+
+use std::fmt::Debug;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub use error::{Error, Op, Result};
+pub use random::{DeterministicHashMap, DeterministicHashSet, DeterministicRng, StableHasher};
+pub use real::RealEnv;
+#[cfg(feature = "sim")]
+pub use sim::{ExplicitFault, FaultConfig, FaultKind, FaultRecord, FileReport, SimEnv};
+pub use task::{Task, TaskHandle, TaskStep};
+
+/// How many times [`File::write_all_at`] retries a short write before giving up.
+pub const WRITE_ATTEMPTS_MAX: u32 = 64;
+
+/// Size of a disk sector: the unit of atomicity the simulated disk tears at (ADR-0004).
+pub const SECTOR_SIZE_BYTES: u64 = 512;
+
+/// Options for [`Env::open`]. Reads are always allowed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpenOptions {
+    /// Create the file if it does not exist.
+    pub create: bool,
+    /// Fail with [`Error::AlreadyExists`] if the file exists.
+    pub create_new: bool,
+    /// Truncate the file to zero length on open.
+    pub truncate: bool,
+    /// Allow writes through the handle.
+    pub write: bool,
+}
+
+impl OpenOptions {
+    /// Open an existing file for reading.
+    pub fn read() -> Self {
+        Self::default()
+    }
+
+    /// Open an existing file for reading and writing.
+    pub fn read_write() -> Self {
+        Self { write: true, ..Self::default() }
+    }
+
+    /// Create a file that must not exist yet, for reading and writing.
+    pub fn create_new() -> Self {
+        Self { create: true, create_new: true, write: true, truncate: false }
+    }
+
+    /// Create the file, or truncate it if it exists, for reading and writing.
+    pub fn create_truncate() -> Self {
+        Self { create: true, create_new: false, write: true, truncate: true }
+    }
+}
+
+/// An open file. Positional IO only: there is no cursor to share between threads.
+pub trait File: Send + Sync + Debug + 'static {
+    /// The path this handle was opened with.
+    fn path(&self) -> &Path;
+
+    /// Read up to `buf.len()` bytes at `offset`; returns how many were read (0 at or past the end).
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize>;
+
+    /// Write `data` at `offset`, extending the file if needed. May write fewer bytes than asked (a short write):
+    /// the count is returned.
+    fn write_at(&self, offset: u64, data: &[u8]) -> Result<usize>;
+
+    /// Make this file's data and size durable (`fdatasync`). Directory entries need [`Env::sync_dir`].
+    fn sync(&self) -> Result<()>;
+
+    /// Set the file's length, truncating or zero-extending it.
+    fn set_len(&self, len_bytes: u64) -> Result<()>;
+
+    /// The file's current length.
+    fn len(&self) -> Result<u64>;
+
+    /// True when the file is empty.
+    fn is_empty(&self) -> Result<bool> {
+        Ok(self.len()? == 0)
+    }
+
+    /// Read exactly `buf.len()` bytes at `offset`; a file that ends early is [`Error::UnexpectedEof`].
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let mut done = 0usize;
+        while done < buf.len() {
+            let n = self.read_at(offset + done as u64, &mut buf[done..])?;
+            if n == 0 {
+                return Err(Error::UnexpectedEof { op: Op::Read, path: self.path().to_path_buf(), offset });
+            }
+            done += n;
+            assert!(done <= buf.len(), "read_at returned more bytes than asked");
+        }
+        Ok(())
+    }
+
+    /// Write all of `data` at `offset`, continuing after short writes (at most [`WRITE_ATTEMPTS_MAX`] attempts).
+    fn write_all_at(&self, offset: u64, data: &[u8]) -> Result<()> {
+        let mut done = 0usize;
+        for _ in 0..WRITE_ATTEMPTS_MAX {
+            if done == data.len() {
+                return Ok(());
+            }
+            let n = self.write_at(offset + done as u64, &data[done..])?;
+            assert!(n <= data.len() - done, "write_at returned more bytes than asked");
+            done += n;
+        }
+        if done == data.len() {
+            return Ok(());
+        }
+        Err(Error::Io {
+            op: Op::Write,
+            path: self.path().to_path_buf(),
+            message: format!("gave up after {WRITE_ATTEMPTS_MAX} short writes ({done} of {} bytes)", data.len()),
+        })
+    }
+
+    /// Append `data` at the current end of the file; returns the offset it was written at.
+    fn append(&self, data: &[u8]) -> Result<u64> {
+        let offset = self.len()?;
+        self.write_all_at(offset, data)?;
+        Ok(offset)
+    }
+
+    /// Read the whole file.
+    fn read_all(&self) -> Result<Vec<u8>> {
+        let len = self.len()?;
+        let len = usize::try_from(len).map_err(|_| Error::InvalidInput {
+            op: Op::Read,
+            path: self.path().to_path_buf(),
+            message: format!("file of {len} bytes does not fit in memory"),
+        })?;
+        let mut buf = vec![0u8; len];
+        self.read_exact_at(0, &mut buf)?;
+        Ok(buf)
+    }
+}
+
+/// The one door to nondeterminism. See the crate docs and ADR-0002.
+///
+/// Cheap to clone: every clone is a handle to the same world.
+pub trait Env: Clone + Send + Sync + Debug + 'static {
+    /// An open file.
+    type File: File;
+    /// An advisory lock on a path; released on drop.
+    type Lock: Send + Sync + Debug + 'static;
+
+    // ---- clock -------------------------------------------------------------------------------------------------
+
+    /// Monotonic time since this environment started.
+    fn now(&self) -> Duration;
+
+    /// Let `duration` pass. On `SimEnv` this advances the virtual clock and returns at once.
+    fn sleep(&self, duration: Duration);
+
+    // ---- randomness --------------------------------------------------------------------------------------------
+
+    /// A random `u64`. On `SimEnv` it comes from the seed's engine stream.
+    fn random_u64(&self) -> u64;
+
+    /// A uniform integer in `0..bound` (`bound > 0`), by integer arithmetic only.
+    fn random_below(&self, bound: u64) -> u64 {
+        random::below(bound, || self.random_u64())
+    }
+
+    /// True with probability `ppm` parts per million.
+    fn random_chance_ppm(&self, ppm: u32) -> bool {
+        random::chance_ppm(ppm, self.random_u64())
+    }
+
+    // ---- files and directories ---------------------------------------------------------------------------------
+
+    /// Open (and maybe create) a file.
+    fn open(&self, path: &Path, options: OpenOptions) -> Result<Self::File>;
+
+    /// Create a directory and all its missing parents.
+    fn create_dir_all(&self, path: &Path) -> Result<()>;
+
+    /// The entries of a directory, as full paths, sorted.
+    fn list_dir(&self, path: &Path) -> Result<Vec<PathBuf>>;
+
+    /// True when a file or directory exists at `path`.
+    fn exists(&self, path: &Path) -> Result<bool>;
+
+    /// Remove a file.
+    fn remove_file(&self, path: &Path) -> Result<()>;
+
+    /// Rename a file, replacing `to` if it exists. Both paths must be in the same directory.
+    fn rename(&self, from: &Path, to: &Path) -> Result<()>;
+
+    /// Make the directory's entries (creates, removes, renames inside it) durable.
+    fn sync_dir(&self, path: &Path) -> Result<()>;
+
+    /// Take an exclusive advisory lock on `path` (creating the file). Fails with [`Error::Locked`] if held.
+    fn lock(&self, path: &Path) -> Result<Self::Lock>;
+
+    // ---- background work ---------------------------------------------------------------------------------------
+
+    /// Start background work. `task` is called repeatedly, one step per call, until it returns
+    /// [`TaskStep::Done`]. On `RealEnv` a thread runs it; on `SimEnv` the simulator steps it (ADR-0005).
+    fn spawn(&self, name: &str, task: Task) -> TaskHandle;
+
+    /// Wait until the task is done. On `SimEnv` the remaining steps run inline on the caller's stack, so a
+    /// plain unit test that never steps the scheduler still completes. Never call this holding a lock the task
+    /// takes. Returns [`Error::TaskCancelled`] if a crash cancelled the task.
+    fn wait(&self, handle: &TaskHandle) -> Result<()>;
+
+    /// True once the task has returned [`TaskStep::Done`] (or was cancelled).
+    fn is_finished(&self, handle: &TaskHandle) -> bool;
+
+    // ---- fault injection in the system's own code ----------------------------------------------------------------
+
+    /// FoundationDB's BUGGIFY: may this fault-injection site misbehave now? Always false on `RealEnv`.
+    fn buggify(&self, site: &'static str) -> bool;
+
+    /// True on a simulated environment.
+    fn is_simulated(&self) -> bool;
+}
+
+/// The parent directory of `path` ("" for a bare name): what [`Env::sync_dir`] must be called on after a
+/// create, remove or rename of `path`.
+pub fn parent_dir(path: &Path) -> PathBuf {
+    path.parent().map(Path::to_path_buf).unwrap_or_default()
+}

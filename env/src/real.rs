@@ -1,0 +1,227 @@
+//! `RealEnv`: the operating system behind [`crate::Env`].
+//!
+//! This file is one of the two places allowed to touch `std::fs`, `std::time`, `std::thread` and OS randomness
+//! (ADR-0002); it opts out of the `clippy.toml` bans below, and nowhere else does.
+#![expect(clippy::disallowed_methods, reason = "RealEnv is the door to the OS (ADR-0002)")]
+#![expect(clippy::disallowed_types, reason = "RealEnv is the door to the OS (ADR-0002)")]
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use rand_chacha::ChaCha8Rng;
+use rand_core::{RngCore, SeedableRng};
+
+use crate::{Env, Error, File, OpenOptions, Op, Result, Task, TaskHandle, TaskStep};
+
+/// The real operating system: `std::fs` files, a monotonic clock, OS-seeded ChaCha, one thread per task.
+#[derive(Clone)]
+pub struct RealEnv {
+    inner: Arc<RealInner>,
+}
+
+struct RealInner {
+    start: Instant,
+    rng: Mutex<ChaCha8Rng>,
+    next_task_id: AtomicU64,
+    /// Ids of running tasks (a finished task is removed); waiters block on `tasks_changed`.
+    tasks: Mutex<BTreeSet<u64>>,
+    tasks_changed: Condvar,
+}
+
+impl fmt::Debug for RealEnv {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RealEnv").finish_non_exhaustive()
+    }
+}
+
+impl Default for RealEnv {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl RealEnv {
+    /// A real environment with an OS-seeded random stream.
+    pub fn new() -> Self {
+        Self {
+            inner: Arc::new(RealInner {
+                start: Instant::now(),
+                rng: Mutex::new(ChaCha8Rng::from_os_rng()),
+                next_task_id: AtomicU64::new(1),
+                tasks: Mutex::new(BTreeSet::new()),
+                tasks_changed: Condvar::new(),
+            }),
+        }
+    }
+}
+
+fn map_io(op: Op, path: &Path, error: io::Error) -> Error {
+    let path = path.to_path_buf();
+    match error.kind() {
+        io::ErrorKind::NotFound => Error::NotFound { op, path },
+        io::ErrorKind::AlreadyExists => Error::AlreadyExists { op, path },
+        io::ErrorKind::StorageFull => Error::NoSpace { op, path },
+        io::ErrorKind::UnexpectedEof => Error::UnexpectedEof { op, path, offset: 0 },
+        io::ErrorKind::InvalidInput => Error::InvalidInput { op, path, message: error.to_string() },
+        _ => Error::Io { op, path, message: error.to_string() },
+    }
+}
+
+/// A `std::fs::File` with positional IO.
+#[derive(Debug)]
+pub struct RealFile {
+    file: std::fs::File,
+    path: PathBuf,
+}
+
+impl File for RealFile {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        self.file.read_at(buf, offset).map_err(|e| map_io(Op::Read, &self.path, e))
+    }
+
+    fn write_at(&self, offset: u64, data: &[u8]) -> Result<usize> {
+        self.file.write_at(data, offset).map_err(|e| map_io(Op::Write, &self.path, e))
+    }
+
+    fn sync(&self) -> Result<()> {
+        self.file.sync_data().map_err(|e| map_io(Op::Sync, &self.path, e))
+    }
+
+    fn set_len(&self, len_bytes: u64) -> Result<()> {
+        self.file.set_len(len_bytes).map_err(|e| map_io(Op::SetLen, &self.path, e))
+    }
+
+    fn len(&self) -> Result<u64> {
+        Ok(self.file.metadata().map_err(|e| map_io(Op::Len, &self.path, e))?.len())
+    }
+}
+
+/// An advisory `flock` held on a file; released on drop.
+#[derive(Debug)]
+pub struct RealLock {
+    _file: std::fs::File,
+}
+
+impl Env for RealEnv {
+    type File = RealFile;
+    type Lock = RealLock;
+
+    fn now(&self) -> Duration {
+        self.inner.start.elapsed()
+    }
+
+    fn sleep(&self, duration: Duration) {
+        std::thread::sleep(duration);
+    }
+
+    fn random_u64(&self) -> u64 {
+        self.inner.rng.lock().expect("rng lock poisoned").next_u64()
+    }
+
+    fn open(&self, path: &Path, options: OpenOptions) -> Result<RealFile> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(options.write)
+            .create(options.create && !options.create_new)
+            .create_new(options.create_new)
+            .truncate(options.truncate)
+            .open(path)
+            .map_err(|e| map_io(Op::Open, path, e))?;
+        Ok(RealFile { file, path: path.to_path_buf() })
+    }
+
+    fn create_dir_all(&self, path: &Path) -> Result<()> {
+        std::fs::create_dir_all(path).map_err(|e| map_io(Op::CreateDir, path, e))
+    }
+
+    fn list_dir(&self, path: &Path) -> Result<Vec<PathBuf>> {
+        let mut entries = Vec::new();
+        for entry in std::fs::read_dir(path).map_err(|e| map_io(Op::ListDir, path, e))? {
+            entries.push(entry.map_err(|e| map_io(Op::ListDir, path, e))?.path());
+        }
+        entries.sort();
+        Ok(entries)
+    }
+
+    fn exists(&self, path: &Path) -> Result<bool> {
+        path.try_exists().map_err(|e| map_io(Op::Exists, path, e))
+    }
+
+    fn remove_file(&self, path: &Path) -> Result<()> {
+        std::fs::remove_file(path).map_err(|e| map_io(Op::Remove, path, e))
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        std::fs::rename(from, to).map_err(|e| map_io(Op::Rename, from, e))
+    }
+
+    fn sync_dir(&self, path: &Path) -> Result<()> {
+        let dir = if path.as_os_str().is_empty() { Path::new(".") } else { path };
+        let handle = std::fs::File::open(dir).map_err(|e| map_io(Op::SyncDir, path, e))?;
+        handle.sync_all().map_err(|e| map_io(Op::SyncDir, path, e))
+    }
+
+    fn lock(&self, path: &Path) -> Result<RealLock> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| map_io(Op::Lock, path, e))?;
+        match file.try_lock() {
+            Ok(()) => Ok(RealLock { _file: file }),
+            Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked { op: Op::Lock, path: path.to_path_buf() }),
+            Err(std::fs::TryLockError::Error(e)) => Err(map_io(Op::Lock, path, e)),
+        }
+    }
+
+    fn spawn(&self, name: &str, mut task: Task) -> TaskHandle {
+        let id = self.inner.next_task_id.fetch_add(1, Ordering::Relaxed);
+        let inserted = self.inner.tasks.lock().expect("task table poisoned").insert(id);
+        assert!(inserted, "task id {id} reused");
+        let inner = Arc::clone(&self.inner);
+        std::thread::Builder::new()
+            .name(format!("holdfast-{name}"))
+            .spawn(move || {
+                while task() == TaskStep::Continue {}
+                let mut tasks = inner.tasks.lock().expect("task table poisoned");
+                let removed = tasks.remove(&id);
+                assert!(removed, "task {id} finished twice");
+                inner.tasks_changed.notify_all();
+            })
+            .expect("failed to spawn a thread");
+        TaskHandle { id, name: name.to_string(), epoch: 0 }
+    }
+
+    fn wait(&self, handle: &TaskHandle) -> Result<()> {
+        let mut tasks = self.inner.tasks.lock().expect("task table poisoned");
+        while tasks.contains(&handle.id) {
+            tasks = self.inner.tasks_changed.wait(tasks).expect("task table poisoned");
+        }
+        Ok(())
+    }
+
+    fn is_finished(&self, handle: &TaskHandle) -> bool {
+        let tasks = self.inner.tasks.lock().expect("task table poisoned");
+        !tasks.contains(&handle.id)
+    }
+
+    fn buggify(&self, _site: &'static str) -> bool {
+        false
+    }
+
+    fn is_simulated(&self) -> bool {
+        false
+    }
+}
