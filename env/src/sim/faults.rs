@@ -66,16 +66,11 @@ impl FaultKind {
         FaultKind::ExplicitCorruption,
     ];
 
-    /// True when the fault can destroy or hide durable data (the simulator weakens durability for it, ADR-0010).
+    /// True when the fault can destroy or hide data that was already durable (the simulator weakens durability
+    /// for it, ADR-0010). A failed sync is not one: it loses only unsynced data, which nobody may have been told
+    /// is durable.
     pub fn destroys_data(self) -> bool {
-        matches!(
-            self,
-            FaultKind::LatentSector
-                | FaultKind::MisdirectedWrite
-                | FaultKind::ExplicitCorruption
-                | FaultKind::FsyncError
-                | FaultKind::ExplicitSyncError
-        )
+        matches!(self, FaultKind::LatentSector | FaultKind::MisdirectedWrite | FaultKind::ExplicitCorruption)
     }
 
     /// A short stable name.

@@ -71,12 +71,16 @@ struct World {
     io_count: u64,
     crash_at_io: Option<u64>,
     crash_count: u64,
+    last_crash: Option<(Op, PathBuf)>,
     step: u64,
     fault_log: Vec<FaultRecord>,
     fault_counts: BTreeMap<FaultKind, u64>,
     fail_next_sync: BTreeSet<PathBuf>,
     fail_next_write: BTreeSet<PathBuf>,
     tasks: BTreeMap<u64, TaskSlot>,
+    /// Tasks a crash cancelled, dropped only once the world's lock is released: a task may own handles and locks
+    /// whose drops lock the world.
+    cancelled: Vec<Task>,
     next_task_id: u64,
     locks: BTreeSet<PathBuf>,
     buggify_enabled: bool,
@@ -115,12 +119,14 @@ impl SimEnv {
             io_count: 0,
             crash_at_io: None,
             crash_count: 0,
+            last_crash: None,
             step: 0,
             fault_log: Vec::new(),
             fault_counts: BTreeMap::new(),
             fail_next_sync: BTreeSet::new(),
             fail_next_write: BTreeSet::new(),
             tasks: BTreeMap::new(),
+            cancelled: Vec::new(),
             next_task_id: 1,
             locks: BTreeSet::new(),
             buggify_enabled: true,
@@ -146,9 +152,14 @@ impl SimEnv {
     /// Cut the power now and restart: volatile state is kept, dropped or torn (ADR-0004), every handle and task
     /// from before is dead, locks are released. A new instance opened afterwards sees the crash image.
     pub fn crash(&self) {
-        let mut world = self.lock_world();
-        world.apply_crash();
-        world.halted = false;
+        let cancelled = {
+            let mut world = self.lock_world();
+            world.apply_crash();
+            world.last_crash = None;
+            world.halted = false;
+            std::mem::take(&mut world.cancelled)
+        };
+        drop(cancelled);
     }
 
     /// Arm a crash at the `k`-th IO call from now (`k >= 1`): that call fails with [`Error::Crashed`], the crash
@@ -171,12 +182,23 @@ impl SimEnv {
 
     /// Power back on after an armed crash fired. A no-op when not halted.
     pub fn restart(&self) {
-        self.lock_world().halted = false;
+        let cancelled = {
+            let mut world = self.lock_world();
+            world.halted = false;
+            std::mem::take(&mut world.cancelled)
+        };
+        drop(cancelled);
     }
 
     /// How many crashes this world has had.
     pub fn crash_count(&self) -> u64 {
         self.lock_world().crash_count
+    }
+
+    /// Where the last armed crash landed: the operation and path of the IO call it cut (None after an explicit
+    /// [`SimEnv::crash`]).
+    pub fn last_crash(&self) -> Option<(Op, PathBuf)> {
+        self.lock_world().last_crash.clone()
     }
 
     /// How many IO calls have been made (the unit of [`SimEnv::crash_at_io`]).
@@ -449,6 +471,7 @@ impl World {
         self.io_count += 1;
         if self.crash_at_io.is_some_and(|at| self.io_count >= at) {
             self.apply_crash();
+            self.last_crash = Some((op, path.to_path_buf()));
             self.halted = true;
             return Err(Error::Crashed { op, path: path.to_path_buf() });
         }
@@ -479,7 +502,8 @@ impl World {
         self.epoch += 1;
         self.crash_count += 1;
         self.crash_at_io = None;
-        self.tasks.clear();
+        let cancelled = std::mem::take(&mut self.tasks);
+        self.cancelled.extend(cancelled.into_values().filter_map(|slot| slot.task));
         self.locks.clear();
         assert!(self.disk.pending_meta.is_empty(), "crash left pending metadata");
     }
@@ -717,6 +741,13 @@ impl File for SimFile {
     fn set_len(&self, len_bytes: u64) -> Result<()> {
         let mut world = self.lock();
         world.begin_io(Op::SetLen, &self.path, Some(self.epoch))?;
+        if !self.writable {
+            return Err(Error::InvalidInput {
+                op: Op::SetLen,
+                path: self.path.clone(),
+                message: "handle opened read-only".into(),
+            });
+        }
         let (path_hash, op_index) = world.next_operation(self.path_id);
         let current_len = world.disk.inodes[&self.inode].current.len() as u64;
         if let Some(quota) = world.config.disk_quota_bytes

@@ -1,0 +1,56 @@
+//! Canary bugs (ADR-0020): planted, realistic bugs that the simulator must find. Compiled in only with the
+//! `canaries` feature; without it [`active`] is a constant `false` and every canary branch is dead code.
+//!
+//! Each canary is one small change on the real code path, selected at run time by name.
+
+/// Every canary's name.
+pub const CANARIES: &[&str] = &[
+    "tombstone-fallthrough",
+    "unsynced-ack",
+    "fsync-error-ignored",
+    "torn-tail-rejected",
+    "seq-reset-on-recovery",
+    "manifest-before-data",
+];
+
+#[cfg(feature = "canaries")]
+mod switch {
+    use std::sync::Mutex;
+
+    static ACTIVE: Mutex<Option<&'static str>> = Mutex::new(None);
+
+    /// Turn one canary on (or all off with `None`) for this process.
+    pub fn set_active(name: Option<&str>) -> Result<(), String> {
+        let resolved = match name {
+            None => None,
+            Some(name) => Some(
+                super::CANARIES
+                    .iter()
+                    .chain(super::TRANSACTION_CANARIES)
+                    .copied()
+                    .find(|known| *known == name)
+                    .ok_or_else(|| format!("unknown canary {name:?}"))?,
+            ),
+        };
+        *ACTIVE.lock().expect("canary switch poisoned") = resolved;
+        Ok(())
+    }
+
+    /// True when the named canary is on.
+    pub fn active(name: &str) -> bool {
+        *ACTIVE.lock().expect("canary switch poisoned") == Some(name)
+    }
+}
+
+#[cfg(feature = "canaries")]
+pub use switch::{active, set_active};
+
+/// Canaries in the transaction layer (a later issue); listed so their names are reserved.
+pub const TRANSACTION_CANARIES: &[&str] = &[];
+
+/// Without the `canaries` feature no canary exists: always false.
+#[cfg(not(feature = "canaries"))]
+#[inline(always)]
+pub fn active(_name: &str) -> bool {
+    false
+}

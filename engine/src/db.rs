@@ -1,0 +1,467 @@
+//! The database handle: the public API, the write path, and reads.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use env::{Env, TaskHandle};
+
+use crate::error::{Error, Result};
+use crate::memtable::Memtable;
+use crate::options::{Options, SyncMode};
+use crate::sstable::BlockCache;
+use crate::types::{KEY_SIZE_BYTES_MAX, Lookup, Sequence, VALUE_SIZE_BYTES_MAX, ValueKind};
+use crate::version::{EntrySource, MergeIter, Version};
+use crate::wal::{Batch, BatchWrite, RecordKind, WalWriter};
+
+/// How many times a write waits for a flush before giving up on a stall (each wait finishes a flush).
+pub const STALL_WAITS_MAX: u32 = 1024;
+
+/// A memtable waiting to be flushed, and the log segment that holds its writes.
+#[derive(Debug)]
+pub(crate) struct Immutable {
+    pub(crate) memtable: Arc<Memtable>,
+    pub(crate) wal_number: u64,
+}
+
+#[derive(Debug)]
+pub(crate) struct State<E: Env> {
+    pub(crate) memtable: Arc<Memtable>,
+    pub(crate) wal: WalWriter<E::File>,
+    /// Oldest first.
+    pub(crate) immutables: VecDeque<Immutable>,
+    pub(crate) version: Arc<Version<E::File>>,
+    pub(crate) next_file_number: u64,
+    /// The last acknowledged (and visible) sequence.
+    pub(crate) last_sequence: Sequence,
+    pub(crate) flush_task: Option<TaskHandle>,
+    pub(crate) compaction_task: Option<TaskHandle>,
+    /// Set while a full compaction is asked for.
+    pub(crate) full_compaction: bool,
+    /// Table files being written and not yet in a version.
+    pub(crate) pending_outputs: BTreeSet<u64>,
+    /// Set when a background or write error leaves the on-disk state unknown: writes fail until reopen.
+    pub(crate) poisoned: Option<Error>,
+    pub(crate) closed: bool,
+    pub(crate) flush_count: u64,
+    pub(crate) compaction_count: u64,
+    /// Live snapshots (sequence → how many): compaction keeps what they need.
+    pub(crate) snapshots: BTreeMap<Sequence, usize>,
+}
+
+impl<E: Env> State<E> {
+    pub(crate) fn allocate_file_number(&mut self) -> u64 {
+        let number = self.next_file_number;
+        self.next_file_number += 1;
+        number
+    }
+
+    /// The oldest sequence a live snapshot may read: compaction keeps every version it needs (ADR-0016).
+    pub(crate) fn gc_watermark(&self) -> Sequence {
+        self.snapshots.keys().next().copied().unwrap_or(self.last_sequence).min(self.last_sequence)
+    }
+
+    /// The oldest log segment still needed: the one of the oldest unflushed memtable.
+    pub(crate) fn live_log_number(&self) -> u64 {
+        self.immutables.front().map_or(self.wal.number(), |immutable| immutable.wal_number)
+    }
+
+    pub(crate) fn check_writable(&self) -> Result<()> {
+        if self.closed {
+            return Err(Error::Closed { reason: "closed by Db::close".into() });
+        }
+        match &self.poisoned {
+            // A crash cut the earlier failure: say so, so the caller knows this instance must be dropped.
+            Some(error) if error.is_crash() => Err(error.clone()),
+            Some(error) => {
+                Err(Error::Closed { reason: format!("an earlier failure left the log in an unknown state: {error}") })
+            }
+            None => Ok(()),
+        }
+    }
+}
+
+pub(crate) struct Inner<E: Env> {
+    pub(crate) env: E,
+    pub(crate) dir: PathBuf,
+    pub(crate) options: Options,
+    pub(crate) cache: Arc<BlockCache>,
+    pub(crate) state: Mutex<State<E>>,
+    pub(crate) lock: Mutex<Option<E::Lock>>,
+}
+
+impl<E: Env> Inner<E> {
+    pub(crate) fn state(&self) -> MutexGuard<'_, State<E>> {
+        self.state.lock().expect("engine state poisoned by a panic")
+    }
+
+    /// Record a failure that leaves the disk state unknown; later writes fail with `Error::Closed`.
+    pub(crate) fn poison(&self, state: &mut State<E>, error: &Error) {
+        if state.poisoned.is_none() {
+            state.poisoned = Some(error.clone());
+        }
+    }
+
+    pub(crate) fn wal_path(&self, number: u64) -> PathBuf {
+        self.dir.join(wal_file_name(number))
+    }
+
+    pub(crate) fn table_path(&self, number: u64) -> PathBuf {
+        self.dir.join(table_file_name(number))
+    }
+}
+
+pub(crate) fn wal_file_name(number: u64) -> String {
+    format!("wal-{number:06}.log")
+}
+
+pub(crate) fn table_file_name(number: u64) -> String {
+    format!("table-{number:06}.sst")
+}
+
+/// Counters and sizes, for tests, the simulator and operators.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub tables_per_level: Vec<usize>,
+    pub bytes_per_level: Vec<u64>,
+    pub memtable_bytes: u64,
+    pub immutable_memtables: usize,
+    pub flush_count: u64,
+    pub compaction_count: u64,
+    pub last_sequence: u64,
+    pub wal_segments: usize,
+    pub block_cache_hits: u64,
+    pub block_cache_misses: u64,
+}
+
+/// An open database. Cheap to clone; `Send + Sync` when the environment is.
+pub struct Db<E: Env> {
+    pub(crate) inner: Arc<Inner<E>>,
+}
+
+impl<E: Env> Clone for Db<E> {
+    fn clone(&self) -> Self {
+        Self { inner: Arc::clone(&self.inner) }
+    }
+}
+
+impl<E: Env> std::fmt::Debug for Db<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Db").field("dir", &self.inner.dir).finish_non_exhaustive()
+    }
+}
+
+fn check_sizes(key: &[u8], value: &[u8]) -> Result<()> {
+    if key.len() > KEY_SIZE_BYTES_MAX {
+        return Err(Error::InvalidArgument { message: format!("key of {} bytes over {KEY_SIZE_BYTES_MAX}", key.len()) });
+    }
+    if value.len() > VALUE_SIZE_BYTES_MAX {
+        let message = format!("value of {} bytes over {VALUE_SIZE_BYTES_MAX}", value.len());
+        return Err(Error::InvalidArgument { message });
+    }
+    Ok(())
+}
+
+impl<E: Env> Db<E> {
+    /// Open (or create) the database in `dir`, recovering whatever a crash left. See [`crate::recovery`].
+    pub fn open(env: E, dir: impl AsRef<Path>, options: Options) -> Result<Self> {
+        crate::recovery::open(env, dir.as_ref(), options)
+    }
+
+    /// Write `value` under `key`. With the default [`SyncMode::Sync`] it is durable when this returns.
+    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        check_sizes(key, value)?;
+        let write = BatchWrite { kind: ValueKind::Put, key: key.to_vec(), value: value.to_vec() };
+        self.write_batch(vec![write]).map(|_| ())
+    }
+
+    /// Delete `key` (writes a tombstone).
+    pub fn delete(&self, key: &[u8]) -> Result<()> {
+        check_sizes(key, &[])?;
+        let write = BatchWrite { kind: ValueKind::Delete, key: key.to_vec(), value: Vec::new() };
+        self.write_batch(vec![write]).map(|_| ())
+    }
+
+    /// The latest value of `key`.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let snapshot = self.inner.state().last_sequence;
+        self.get_at(key, snapshot)
+    }
+
+    /// The value of `key` as of `snapshot`.
+    pub(crate) fn get_at(&self, key: &[u8], snapshot: Sequence) -> Result<Option<Vec<u8>>> {
+        let (memtables, version) = {
+            let state = self.inner.state();
+            if state.closed {
+                return Err(Error::Closed { reason: "closed by Db::close".into() });
+            }
+            let mut memtables = vec![Arc::clone(&state.memtable)];
+            memtables.extend(state.immutables.iter().rev().map(|immutable| Arc::clone(&immutable.memtable)));
+            (memtables, Arc::clone(&state.version))
+        };
+        for memtable in &memtables {
+            match memtable.get(key, snapshot) {
+                Lookup::Found(value) => return Ok(Some(value)),
+                // Canary: the tombstone reads as not-found and the search falls through to older tables.
+                Lookup::Deleted if crate::canary::active("tombstone-fallthrough") => {}
+                Lookup::Deleted => return Ok(None),
+                Lookup::NotFound => {}
+            }
+        }
+        match version.get(key, snapshot)? {
+            Lookup::Found(value) => Ok(Some(value)),
+            Lookup::Deleted | Lookup::NotFound => Ok(None),
+        }
+    }
+
+    /// Every live (key, value) with `start <= key < end`, at the latest state, in key order.
+    pub fn scan(&self, start: &[u8], end: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let snapshot = self.inner.state().last_sequence;
+        self.scan_at(start, Some(end), snapshot, usize::MAX)
+    }
+
+    /// Visible (key, value) pairs in `[start, end)` as of `snapshot`, at most `limit`.
+    pub(crate) fn scan_at(
+        &self,
+        start: &[u8],
+        end: Option<&[u8]>,
+        snapshot: Sequence,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let (memtables, version) = {
+            let state = self.inner.state();
+            let mut memtables = vec![Arc::clone(&state.memtable)];
+            memtables.extend(state.immutables.iter().rev().map(|immutable| Arc::clone(&immutable.memtable)));
+            (memtables, Arc::clone(&state.version))
+        };
+        let mut sources: Vec<EntrySource<'_>> = Vec::new();
+        for memtable in &memtables {
+            sources.push(Box::new(memtable.entries_from(start).map(Ok)));
+        }
+        for live in version.tables() {
+            sources.push(Box::new(live.table.iter_from(start)));
+        }
+        let mut rows = Vec::new();
+        let mut current: Option<Vec<u8>> = None;
+        for entry in MergeIter::new(sources) {
+            let entry = entry?;
+            if end.is_some_and(|end| entry.key.user_key.as_slice() >= end) || rows.len() >= limit {
+                break;
+            }
+            if entry.key.sequence > snapshot || current.as_deref() == Some(entry.key.user_key.as_slice()) {
+                continue;
+            }
+            current = Some(entry.key.user_key.clone());
+            if entry.kind == ValueKind::Put {
+                rows.push((entry.key.user_key, entry.value));
+            }
+        }
+        debug_assert!(rows.windows(2).all(|pair| pair[0].0 < pair[1].0), "scan rows out of order");
+        Ok(rows)
+    }
+
+    /// Append a batch to the log, sync it (in `Sync` mode), then make it visible. Returns its last sequence.
+    pub(crate) fn write_batch(&self, writes: Vec<BatchWrite>) -> Result<Sequence> {
+        assert!(!writes.is_empty(), "empty batch");
+        self.wait_for_stall()?;
+        let inner = &self.inner;
+        let mut state = inner.state();
+        state.check_writable()?;
+        let batch = Batch { first_sequence: state.last_sequence + 1, writes };
+        let payload = crate::wal::encode_batch(&batch);
+        let split = inner.env.buggify("wal.split_write");
+        let appended = state.wal.append(RecordKind::Batch, &payload, split);
+        if let Err(error) = appended {
+            let error = Error::from(error);
+            inner.poison(&mut state, &error);
+            return Err(error);
+        }
+        // Canary: the write is acknowledged before its log record is synced.
+        if inner.options.sync_mode == SyncMode::Sync && !crate::canary::active("unsynced-ack") {
+            self.sync_wal(&mut state)?;
+        }
+        for (index, write) in batch.writes.iter().enumerate() {
+            state.memtable.insert(&write.key, batch.first_sequence + index as u64, write.kind, &write.value);
+        }
+        let last = batch.last_sequence();
+        assert!(last > state.last_sequence, "sequence went backwards");
+        state.last_sequence = last;
+        let full = state.memtable.size_bytes() >= inner.options.flush_threshold_bytes;
+        if full || inner.env.buggify("memtable.early_rotate") {
+            crate::jobs::rotate(inner, &mut state)?;
+        }
+        Ok(last)
+    }
+
+    fn sync_wal(&self, state: &mut State<E>) -> Result<()> {
+        match state.wal.sync() {
+            Ok(()) => Ok(()),
+            // Canary: a failed sync is treated as success.
+            Err(_) if crate::canary::active("fsync-error-ignored") => Ok(()),
+            Err(error) => {
+                let error = Error::from(error);
+                self.inner.poison(state, &error);
+                Err(error)
+            }
+        }
+    }
+
+    /// Block (by running the flush, inline on SimEnv) while too many memtables wait to be flushed.
+    fn wait_for_stall(&self) -> Result<()> {
+        for _ in 0..STALL_WAITS_MAX {
+            let handle = {
+                let mut state = self.inner.state();
+                state.check_writable()?;
+                if state.immutables.len() < self.inner.options.immutable_memtables_max {
+                    return Ok(());
+                }
+                crate::jobs::ensure_flush_task(&self.inner, &mut state)
+            };
+            self.inner.env.wait(&handle)?;
+        }
+        Err(Error::Closed { reason: format!("write stalled through {STALL_WAITS_MAX} flushes") })
+    }
+
+    /// Flush the memtable to an SSTable now, and wait until every waiting memtable is flushed.
+    pub fn flush(&self) -> Result<()> {
+        {
+            let mut state = self.inner.state();
+            state.check_writable()?;
+            if !state.memtable.is_empty() {
+                crate::jobs::rotate(&self.inner, &mut state)?;
+            }
+        }
+        for _ in 0..STALL_WAITS_MAX {
+            let handle = {
+                let mut state = self.inner.state();
+                state.check_writable()?;
+                if state.immutables.is_empty() {
+                    return Ok(());
+                }
+                crate::jobs::ensure_flush_task(&self.inner, &mut state)
+            };
+            self.inner.env.wait(&handle)?;
+        }
+        Err(Error::Closed { reason: format!("flush did not finish within {STALL_WAITS_MAX} waits") })
+    }
+
+    /// Flush, then compact every table into the last level now.
+    pub fn compact(&self) -> Result<()> {
+        self.flush()?;
+        let mut requested = false;
+        for _ in 0..STALL_WAITS_MAX {
+            let handle = {
+                let mut state = self.inner.state();
+                state.check_writable()?;
+                match state.compaction_task.clone() {
+                    // Request the full compaction only when no task runs, so a running job cannot miss the flag.
+                    None if !requested => {
+                        state.full_compaction = true;
+                        requested = true;
+                        crate::jobs::ensure_compaction_task(&self.inner, &mut state)
+                    }
+                    None => {
+                        assert!(!state.full_compaction, "compaction task ended with a full compaction pending");
+                        return Ok(());
+                    }
+                    Some(handle) => handle,
+                }
+            };
+            self.inner.env.wait(&handle)?;
+        }
+        Err(Error::Closed { reason: format!("compaction did not finish within {STALL_WAITS_MAX} waits") })
+    }
+
+    /// Wait for background work, sync the log, release the lock. Later calls fail with `Error::Closed`.
+    pub fn close(&self) -> Result<()> {
+        let handles = {
+            let state = self.inner.state();
+            [state.flush_task.clone(), state.compaction_task.clone()]
+        };
+        for handle in handles.into_iter().flatten() {
+            self.inner.env.wait(&handle)?;
+        }
+        {
+            let mut state = self.inner.state();
+            if state.closed {
+                return Ok(());
+            }
+            if state.poisoned.is_none() {
+                // Seal the segment: the seal's synced boundary covers every record, so damage to the last data
+                // record of a cleanly closed log reads as corruption, not as a torn tail (ADR-0012).
+                state.wal.append(RecordKind::Seal, &[], false)?;
+                state.wal.sync()?;
+            }
+            state.closed = true;
+        }
+        drop(self.inner.lock.lock().expect("lock slot poisoned").take());
+        Ok(())
+    }
+
+    /// Counters and sizes.
+    pub fn stats(&self) -> Stats {
+        let state = self.inner.state();
+        Stats {
+            tables_per_level: state.version.levels.iter().map(Vec::len).collect(),
+            bytes_per_level: (0..state.version.levels.len()).map(|level| state.version.level_bytes(level)).collect(),
+            memtable_bytes: state.memtable.size_bytes(),
+            immutable_memtables: state.immutables.len(),
+            flush_count: state.flush_count,
+            compaction_count: state.compaction_count,
+            last_sequence: state.last_sequence,
+            wal_segments: 1 + state.immutables.len(),
+            block_cache_hits: self.inner.cache.hits(),
+            block_cache_misses: self.inner.cache.misses(),
+        }
+    }
+
+    /// The highest acknowledged sequence number.
+    pub fn last_sequence(&self) -> Sequence {
+        self.inner.state().last_sequence
+    }
+
+    /// The directory this database lives in.
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// Structural invariants, for the simulator and tests (not on the hot path): levels sorted and
+    /// non-overlapping, every table in the version exists on disk, no leaked table or log files.
+    pub fn check_invariants(&self) -> std::result::Result<(), String> {
+        let state = self.inner.state();
+        state.version.check(state.last_sequence)?;
+        if state.poisoned.is_some() || state.closed {
+            return Ok(());
+        }
+        let files = self.inner.env.list_dir(&self.inner.dir).map_err(|e| format!("list_dir failed: {e}"))?;
+        let names: BTreeSet<String> =
+            files.iter().filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned())).collect();
+        let live_tables: BTreeSet<u64> = state.version.tables().map(|t| t.meta.file_number).collect();
+        for number in &live_tables {
+            if !names.contains(&table_file_name(*number)) {
+                return Err(format!("table {number} is in the manifest but missing on disk"));
+            }
+        }
+        let mut live_logs: BTreeSet<u64> = state.immutables.iter().map(|i| i.wal_number).collect();
+        live_logs.insert(state.wal.number());
+        for name in &names {
+            if let Some(number) = parse_number(name, "table-", ".sst")
+                && !live_tables.contains(&number)
+                && !state.pending_outputs.contains(&number)
+            {
+                return Err(format!("leaked table file {name}"));
+            }
+            if let Some(number) = parse_number(name, "wal-", ".log")
+                && !live_logs.contains(&number)
+            {
+                return Err(format!("leaked log segment {name}"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The number in a file name `<prefix>NNNNNN<suffix>`.
+pub(crate) fn parse_number(name: &str, prefix: &str, suffix: &str) -> Option<u64> {
+    name.strip_prefix(prefix)?.strip_suffix(suffix)?.parse().ok()
+}

@@ -1,0 +1,313 @@
+//! Background work: memtable rotation, flushes and compactions, run as `Env::spawn` tasks (ADR-0005,
+//! ADR-0016). Each task step does one whole job (one memtable flushed, or one compaction) and never holds the
+//! state lock across table IO; the manifest is installed under the lock so versions change one at a time.
+
+use std::mem;
+use std::sync::{Arc, Weak};
+
+use env::{Env, File, OpenOptions, TaskHandle, TaskStep};
+
+use crate::db::{Immutable, Inner, State};
+use crate::error::Result;
+use crate::manifest::{Manifest, TableMeta, write_manifest};
+use crate::memtable::Memtable;
+use crate::sstable::{Table, TableBuilder, TableOptions};
+use crate::types::Entry;
+use crate::version::{EntrySource, LiveTable, MergeIter, Version, is_bottom, pick_compaction, pick_full, retain_versions};
+use crate::wal::{RecordKind, WalWriter};
+
+/// Bytes charged per entry when sizing compaction outputs.
+const OUTPUT_ENTRY_OVERHEAD_BYTES: u64 = 16;
+
+/// Seal the current log segment, start a new one, and queue the memtable for flushing.
+pub(crate) fn rotate<E: Env>(inner: &Arc<Inner<E>>, state: &mut State<E>) -> Result<()> {
+    let result = rotate_log(inner, state);
+    if let Err(error) = &result {
+        inner.poison(state, error);
+    }
+    result?;
+    ensure_flush_task(inner, state);
+    Ok(())
+}
+
+fn rotate_log<E: Env>(inner: &Arc<Inner<E>>, state: &mut State<E>) -> Result<()> {
+    let number = state.allocate_file_number();
+    state.wal.append(RecordKind::Seal, &[], false)?;
+    state.wal.sync()?;
+    let file = inner.env.open(&inner.wal_path(number), OpenOptions::create_new())?;
+    inner.env.sync_dir(&inner.dir)?;
+    let old = mem::replace(&mut state.wal, WalWriter::new(file, number));
+    let memtable = mem::replace(&mut state.memtable, Arc::new(Memtable::new()));
+    assert!(old.number() < number, "log segment numbers must grow");
+    state.immutables.push_back(Immutable { memtable, wal_number: old.number() });
+    Ok(())
+}
+
+fn run_step<E: Env>(weak: &Weak<Inner<E>>, job: fn(&Arc<Inner<E>>) -> Result<bool>, is_flush: bool) -> TaskStep {
+    let Some(inner) = weak.upgrade() else { return TaskStep::Done };
+    match job(&inner) {
+        Ok(true) => TaskStep::Continue,
+        Ok(false) => TaskStep::Done,
+        Err(error) => {
+            let mut state = inner.state();
+            inner.poison(&mut state, &error);
+            if is_flush {
+                state.flush_task = None;
+            } else {
+                state.compaction_task = None;
+                state.full_compaction = false;
+            }
+            TaskStep::Done
+        }
+    }
+}
+
+/// The running flush task, spawned if there is none.
+pub(crate) fn ensure_flush_task<E: Env>(inner: &Arc<Inner<E>>, state: &mut State<E>) -> TaskHandle {
+    if let Some(handle) = &state.flush_task {
+        return handle.clone();
+    }
+    let weak = Arc::downgrade(inner);
+    let handle = inner.env.spawn("flush", Box::new(move || run_step(&weak, flush_step, true)));
+    state.flush_task = Some(handle.clone());
+    handle
+}
+
+/// The running compaction task, spawned if there is none.
+pub(crate) fn ensure_compaction_task<E: Env>(inner: &Arc<Inner<E>>, state: &mut State<E>) -> TaskHandle {
+    if let Some(handle) = &state.compaction_task {
+        return handle.clone();
+    }
+    let weak = Arc::downgrade(inner);
+    let handle = inner.env.spawn("compaction", Box::new(move || run_step(&weak, compaction_step, false)));
+    state.compaction_task = Some(handle.clone());
+    handle
+}
+
+pub(crate) fn table_options(options: &crate::Options) -> TableOptions {
+    TableOptions {
+        block_size_bytes: options.block_size_bytes,
+        bloom_bits_per_key: options.bloom_bits_per_key,
+        ..TableOptions::default()
+    }
+}
+
+/// Write `entries` (internal-key order, non-empty) as table `number`, synced. The caller syncs the directory.
+pub(crate) fn write_table<E: Env>(
+    inner: &Inner<E>,
+    number: u64,
+    level: u8,
+    entries: &[Entry],
+) -> Result<Arc<LiveTable<E::File>>> {
+    assert!(!entries.is_empty(), "an empty table");
+    let mut builder = TableBuilder::new(table_options(&inner.options));
+    for entry in entries {
+        builder.add(entry);
+    }
+    let bytes = builder.finish();
+    let path = inner.table_path(number);
+    let file = inner.env.open(&path, OpenOptions::create_new())?;
+    file.write_all_at(0, &bytes)?;
+    // Canary: the table is published in the manifest before its data is synced.
+    if !crate::canary::active("manifest-before-data") {
+        file.sync()?;
+    }
+    let table = Table::open(file, number, Arc::clone(&inner.cache))?;
+    let meta = TableMeta {
+        level,
+        file_number: number,
+        size_bytes: bytes.len() as u64,
+        min_sequence: entries.iter().map(|e| e.key.sequence).min().expect("non-empty"),
+        max_sequence: entries.iter().map(|e| e.key.sequence).max().expect("non-empty"),
+        min_key: entries.first().expect("non-empty").key.user_key.clone(),
+        max_key: entries.last().expect("non-empty").key.user_key.clone(),
+    };
+    assert_eq!(table.entry_count(), entries.len() as u64, "table lost entries");
+    assert_eq!(table.min_user_key(), meta.min_key.as_slice(), "table min key disagrees");
+    Ok(Arc::new(LiveTable { meta, table }))
+}
+
+/// Write a new manifest for `version` (under the state lock, so versions install one at a time).
+pub(crate) fn install_manifest<E: Env>(
+    inner: &Inner<E>,
+    state: &State<E>,
+    version: &Version<E::File>,
+    log_number: u64,
+) -> Result<()> {
+    let manifest = Manifest {
+        next_file_number: state.next_file_number,
+        last_sequence: state.last_sequence,
+        log_number,
+        tables: version.metas(),
+    };
+    let split = inner.env.buggify("manifest.split_write");
+    write_manifest(&inner.env, &inner.dir, &manifest, split)
+}
+
+fn remove_obsolete<E: Env>(inner: &Inner<E>, paths: &[std::path::PathBuf]) -> Result<()> {
+    for path in paths {
+        match inner.env.remove_file(path) {
+            Ok(()) => {}
+            Err(error) if error.is_not_found() => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+    Ok(())
+}
+
+/// Flush the oldest waiting memtable. Returns whether more remain.
+fn flush_step<E: Env>(inner: &Arc<Inner<E>>) -> Result<bool> {
+    let (memtable, number) = {
+        let mut state = inner.state();
+        let front = state.immutables.front().map(|immutable| Arc::clone(&immutable.memtable));
+        match front {
+            Some(memtable) if state.poisoned.is_none() => {
+                let number = state.allocate_file_number();
+                state.pending_outputs.insert(number);
+                (memtable, number)
+            }
+            _ => {
+                state.flush_task = None;
+                return Ok(false);
+            }
+        }
+    };
+    let entries: Vec<Entry> = memtable.entries().collect();
+    let live = if entries.is_empty() { None } else { Some(write_table(inner, number, 0, &entries)?) };
+    inner.env.sync_dir(&inner.dir)?;
+    let (obsolete_log, more) = {
+        let mut state = inner.state();
+        let front = state.immutables.front().expect("flushed memtable vanished");
+        assert!(Arc::ptr_eq(&front.memtable, &memtable), "flushed a memtable out of order");
+        let version = state.version.apply(&[], live.into_iter().collect());
+        let log_number = state.immutables.get(1).map_or(state.wal.number(), |immutable| immutable.wal_number);
+        install_manifest(inner, &state, &version, log_number)?;
+        state.version = Arc::new(version);
+        let flushed = state.immutables.pop_front().expect("front exists");
+        state.pending_outputs.remove(&number);
+        state.flush_count += 1;
+        maybe_schedule_compaction(inner, &mut state);
+        let more = !state.immutables.is_empty();
+        if !more {
+            state.flush_task = None;
+        }
+        (inner.wal_path(flushed.wal_number), more)
+    };
+    remove_obsolete(inner, &[obsolete_log])?;
+    Ok(more)
+}
+
+fn maybe_schedule_compaction<E: Env>(inner: &Arc<Inner<E>>, state: &mut State<E>) {
+    let options = &inner.options;
+    let due = pick_compaction(
+        &state.version,
+        options.l0_compaction_trigger,
+        options.level1_size_bytes,
+        options.level_size_ratio,
+        false,
+    )
+    .is_some();
+    if due || inner.env.buggify("compaction.eager") {
+        ensure_compaction_task(inner, state);
+    }
+}
+
+/// Run one compaction job. Returns whether the task should step again.
+fn compaction_step<E: Env>(inner: &Arc<Inner<E>>) -> Result<bool> {
+    let (pick, watermark, version, full) = {
+        let mut state = inner.state();
+        let options = &inner.options;
+        let full = state.full_compaction;
+        let force = inner.env.buggify("compaction.force");
+        let pick = if full {
+            pick_full(&state.version)
+        } else {
+            let (trigger, level1, ratio) =
+                (options.l0_compaction_trigger, options.level1_size_bytes, options.level_size_ratio);
+            pick_compaction(&state.version, trigger, level1, ratio, force)
+        };
+        match pick {
+            Some(pick) if state.poisoned.is_none() => (pick, state.gc_watermark(), Arc::clone(&state.version), full),
+            _ => {
+                state.compaction_task = None;
+                state.full_compaction = false;
+                return Ok(false);
+            }
+        }
+    };
+    let min_key = pick.inputs.iter().map(|t| t.meta.min_key.clone()).min().expect("inputs");
+    let max_key = pick.inputs.iter().map(|t| t.meta.max_key.clone()).max().expect("inputs");
+    let bottom = is_bottom(&version, pick.output_level, &min_key, &max_key);
+    let sources: Vec<EntrySource<'_>> =
+        pick.inputs.iter().map(|live| Box::new(live.table.iter()) as EntrySource<'_>).collect();
+    let outputs = write_compaction_outputs(inner, MergeIter::new(sources), watermark, bottom, pick.output_level)?;
+    inner.env.sync_dir(&inner.dir)?;
+    let removed: Vec<u64> = pick.inputs.iter().map(|live| live.meta.file_number).collect();
+    {
+        let mut state = inner.state();
+        let new_version = state.version.apply(&removed, outputs.clone());
+        install_manifest(inner, &state, &new_version, state.live_log_number())?;
+        state.version = Arc::new(new_version);
+        state.compaction_count += 1;
+        for output in &outputs {
+            state.pending_outputs.remove(&output.meta.file_number);
+        }
+        if full {
+            state.full_compaction = false;
+        }
+    }
+    let paths: Vec<_> = removed.iter().map(|&number| inner.table_path(number)).collect();
+    remove_obsolete(inner, &paths)?;
+    for number in removed {
+        inner.cache.evict_file(number);
+    }
+    Ok(true)
+}
+
+/// Merge, drop what no snapshot needs, and write output tables split at user-key boundaries.
+fn write_compaction_outputs<E: Env>(
+    inner: &Inner<E>,
+    merged: MergeIter<'_>,
+    watermark: u64,
+    bottom: bool,
+    output_level: usize,
+) -> Result<Vec<Arc<LiveTable<E::File>>>> {
+    let target = inner.options.table_size_bytes_target.max(1);
+    let mut outputs = Vec::new();
+    let mut pending: Vec<Entry> = Vec::new();
+    let mut pending_bytes = 0u64;
+    let mut versions: Vec<Entry> = Vec::new();
+    let flush_key = |versions: &mut Vec<Entry>, pending: &mut Vec<Entry>, pending_bytes: &mut u64| {
+        for entry in retain_versions(mem::take(versions), watermark, bottom) {
+            *pending_bytes += (entry.key.user_key.len() + entry.value.len()) as u64 + OUTPUT_ENTRY_OVERHEAD_BYTES;
+            pending.push(entry);
+        }
+    };
+    for entry in merged {
+        let entry = entry?;
+        if versions.last().is_some_and(|last| last.key.user_key != entry.key.user_key) {
+            flush_key(&mut versions, &mut pending, &mut pending_bytes);
+            if pending_bytes >= target {
+                outputs.push(write_output(inner, &mem::take(&mut pending), output_level)?);
+                pending_bytes = 0;
+            }
+        }
+        versions.push(entry);
+    }
+    flush_key(&mut versions, &mut pending, &mut pending_bytes);
+    if !pending.is_empty() {
+        outputs.push(write_output(inner, &pending, output_level)?);
+    }
+    Ok(outputs)
+}
+
+fn write_output<E: Env>(inner: &Inner<E>, entries: &[Entry], level: usize) -> Result<Arc<LiveTable<E::File>>> {
+    let number = {
+        let mut state = inner.state();
+        state.check_writable()?;
+        let number = state.allocate_file_number();
+        state.pending_outputs.insert(number);
+        number
+    };
+    write_table(inner, number, u8::try_from(level).expect("level fits"), entries)
+}

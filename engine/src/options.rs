@@ -1,0 +1,90 @@
+//! Engine options.
+
+/// When a write is acknowledged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum SyncMode {
+    /// Every write returns after its WAL record is synced: durable when it returns (the default).
+    #[default]
+    Sync,
+    /// Writes return after the WAL append, unsynced. **Unsafe on crash**: acknowledged writes since the last sync
+    /// may be lost (never torn: a torn tail is truncated). The WAL is synced when a segment is sealed and on close.
+    NoSync,
+}
+
+/// Engine options. Build with `Options::default().with_...`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Options {
+    pub flush_threshold_bytes: u64,
+    pub block_size_bytes: usize,
+    pub bloom_bits_per_key: u32,
+    pub level_size_ratio: u64,
+    pub level1_size_bytes: u64,
+    pub sync_mode: SyncMode,
+    pub block_cache_bytes: usize,
+    pub l0_compaction_trigger: usize,
+    /// Writes stall (wait for a flush) when this many memtables are waiting to be flushed.
+    pub immutable_memtables_max: usize,
+    /// Target size of a compaction output table.
+    pub table_size_bytes_target: u64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            flush_threshold_bytes: 64 * 1024 * 1024,
+            block_size_bytes: 4096,
+            bloom_bits_per_key: 10,
+            level_size_ratio: 10,
+            level1_size_bytes: 256 * 1024 * 1024,
+            sync_mode: SyncMode::Sync,
+            block_cache_bytes: 64 * 1024 * 1024,
+            l0_compaction_trigger: 4,
+            immutable_memtables_max: 2,
+            table_size_bytes_target: 64 * 1024 * 1024,
+        }
+    }
+}
+
+impl Options {
+    /// Flush the memtable to an SSTable when it holds this many bytes (also scales the level sizes).
+    pub fn with_flush_threshold_bytes(mut self, bytes: u64) -> Self {
+        assert!(bytes > 0, "flush threshold must be positive");
+        self.flush_threshold_bytes = bytes;
+        self.level1_size_bytes = bytes.saturating_mul(4);
+        self.table_size_bytes_target = bytes;
+        self
+    }
+
+    pub fn with_block_size_bytes(mut self, bytes: usize) -> Self {
+        assert!(bytes >= 64, "block size below 64 bytes");
+        self.block_size_bytes = bytes;
+        self
+    }
+
+    pub fn with_bloom_bits_per_key(mut self, bits: u32) -> Self {
+        self.bloom_bits_per_key = bits;
+        self
+    }
+
+    pub fn with_level_size_ratio(mut self, ratio: u64) -> Self {
+        assert!(ratio >= 2, "level size ratio below 2");
+        self.level_size_ratio = ratio;
+        self
+    }
+
+    pub fn with_sync_mode(mut self, mode: SyncMode) -> Self {
+        self.sync_mode = mode;
+        self
+    }
+
+    pub fn with_block_cache_bytes(mut self, bytes: usize) -> Self {
+        self.block_cache_bytes = bytes;
+        self
+    }
+
+    pub fn with_l0_compaction_trigger(mut self, tables: usize) -> Self {
+        assert!(tables >= 1, "L0 compaction trigger below 1");
+        self.l0_compaction_trigger = tables;
+        self
+    }
+}

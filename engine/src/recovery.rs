@@ -1,0 +1,253 @@
+//! Opening a database: recovery from whatever a crash left (ADR-0012, ADR-0014, ADR-0015).
+//! Protocol modelled by `specs::Storage`.
+//!
+//! 1. Lock the directory. Read `MANIFEST` (none: a new database — nothing was ever acknowledged, because the
+//!    first manifest is durable before `open` returns).
+//! 2. Open every table the manifest lists; a missing or damaged table is `Error::Corruption` naming it.
+//! 3. Replay log segments numbered >= the manifest's log number, in order. A damaged tail of the **last**
+//!    segment is a torn write and is truncated; damage a later record proves was synced, or a non-final segment
+//!    without its seal, is `Error::Corruption { file, offset }`.
+//! 4. The sequence continues from max(manifest's last sequence, last replayed sequence): never lower.
+//! 5. Write the replayed memtable as an L0 table, start a new log segment, install a manifest naming both, then
+//!    delete everything no manifest references (old segments, orphan tables, `MANIFEST.tmp`). A crash anywhere
+//!    in 5 leaves the old manifest in charge, and the next open does it again.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use env::{Env, File, OpenOptions};
+
+use crate::db::{Db, Inner, State, parse_number, table_file_name, wal_file_name};
+use crate::error::{Error, Result};
+use crate::jobs::{install_manifest, write_table};
+use crate::manifest::{LEVELS, MANIFEST_TEMP_FILE, Manifest, read_manifest};
+use crate::memtable::Memtable;
+use crate::options::Options;
+use crate::sstable::{BlockCache, Table};
+use crate::types::{Entry, Sequence};
+use crate::version::{LiveTable, Version};
+use crate::wal::{Record, WalEnd, WalWriter, decode_segment};
+
+/// How many times a damaged-looking segment is re-read before its damage is believed (a read can flip a bit).
+pub const SEGMENT_READS_MAX: u32 = 3;
+
+/// What the directory holds, by kind.
+struct Listing {
+    wal_numbers: Vec<u64>,
+    table_numbers: BTreeSet<u64>,
+    highest_number: u64,
+}
+
+fn list<E: Env>(env: &E, dir: &Path) -> Result<Listing> {
+    let mut listing = Listing { wal_numbers: Vec::new(), table_numbers: BTreeSet::new(), highest_number: 0 };
+    for path in env.list_dir(dir)? {
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if let Some(number) = parse_number(&name, "wal-", ".log") {
+            listing.wal_numbers.push(number);
+            listing.highest_number = listing.highest_number.max(number);
+        } else if let Some(number) = parse_number(&name, "table-", ".sst") {
+            listing.table_numbers.insert(number);
+            listing.highest_number = listing.highest_number.max(number);
+        }
+    }
+    listing.wal_numbers.sort_unstable();
+    Ok(listing)
+}
+
+pub(crate) fn open<E: Env>(env: E, dir: &Path, options: Options) -> Result<Db<E>> {
+    env.create_dir_all(dir)?;
+    env.sync_dir(&env::parent_dir(dir))?;
+    let lock_path = dir.join("LOCK");
+    let lock = match env.lock(&lock_path) {
+        Ok(lock) => lock,
+        Err(env::Error::Locked { .. }) => return Err(Error::Locked { path: lock_path }),
+        Err(error) => return Err(error.into()),
+    };
+    let manifest = read_manifest(&env, dir)?
+        .unwrap_or(Manifest { next_file_number: 1, last_sequence: 0, log_number: 0, tables: Vec::new() });
+    let listing = list(&env, dir)?;
+    let cache = Arc::new(BlockCache::new(options.block_cache_bytes));
+    let version = open_tables(&env, dir, &manifest, &cache)?;
+    let replay = replay_logs(&env, dir, &manifest, &listing)?;
+    let mut last_sequence = manifest.last_sequence.max(replay.last_sequence);
+    if crate::canary::active("seq-reset-on-recovery") {
+        // Canary: the sequence restarts from what the log alone shows.
+        last_sequence = replay.last_sequence;
+    }
+    assert!(replay.memtable.max_sequence() <= last_sequence || crate::canary::active("seq-reset-on-recovery"));
+    let next_file_number = manifest.next_file_number.max(listing.highest_number + 1);
+    let wal_number = next_file_number;
+    let wal_file = env.open(&dir.join(wal_file_name(wal_number)), OpenOptions::create_new())?;
+    let state = State {
+        memtable: Arc::new(Memtable::new()),
+        wal: WalWriter::new(wal_file, wal_number),
+        immutables: VecDeque::new(),
+        version: Arc::new(version),
+        next_file_number: wal_number + 1,
+        last_sequence,
+        flush_task: None,
+        compaction_task: None,
+        full_compaction: false,
+        pending_outputs: BTreeSet::new(),
+        poisoned: None,
+        closed: false,
+        flush_count: 0,
+        compaction_count: 0,
+        snapshots: BTreeMap::new(),
+    };
+    let inner = Arc::new(Inner {
+        env,
+        dir: dir.to_path_buf(),
+        options,
+        cache,
+        state: Mutex::new(state),
+        lock: Mutex::new(Some(lock)),
+    });
+    install_recovered(&inner, &replay.memtable)?;
+    remove_orphans(&inner, &listing)?;
+    Ok(Db { inner })
+}
+
+fn open_tables<E: Env>(
+    env: &E,
+    dir: &Path,
+    manifest: &Manifest,
+    cache: &Arc<BlockCache>,
+) -> Result<Version<E::File>> {
+    let mut added = Vec::with_capacity(manifest.tables.len());
+    for meta in &manifest.tables {
+        let path = dir.join(table_file_name(meta.file_number));
+        let file = match env.open(&path, OpenOptions::read()) {
+            Ok(file) => file,
+            Err(error) if error.is_not_found() => {
+                let reason = "table listed in the manifest is missing".to_string();
+                return Err(Error::Corruption { file: path, offset: 0, reason });
+            }
+            Err(error) => return Err(error.into()),
+        };
+        let table = Table::open(file, meta.file_number, Arc::clone(cache))?;
+        if table.min_user_key() != meta.min_key.as_slice() || table.max_user_key() != meta.max_key.as_slice() {
+            let reason = "table key range disagrees with the manifest".to_string();
+            return Err(Error::Corruption { file: path, offset: 0, reason });
+        }
+        added.push(Arc::new(LiveTable { meta: meta.clone(), table }));
+    }
+    let version = Version::default().apply(&[], added);
+    assert_eq!(version.levels.len(), LEVELS);
+    version.check(manifest.last_sequence).map_err(|reason| Error::Corruption {
+        file: dir.join(crate::manifest::MANIFEST_FILE),
+        offset: 0,
+        reason,
+    })?;
+    Ok(version)
+}
+
+struct Replay {
+    memtable: Memtable,
+    last_sequence: Sequence,
+}
+
+fn replay_logs<E: Env>(env: &E, dir: &Path, manifest: &Manifest, listing: &Listing) -> Result<Replay> {
+    let memtable = Memtable::new();
+    let mut last_sequence = 0;
+    let live: Vec<u64> = listing.wal_numbers.iter().copied().filter(|&n| n >= manifest.log_number).collect();
+    for (index, &number) in live.iter().enumerate() {
+        let path = dir.join(wal_file_name(number));
+        let is_last = index + 1 == live.len();
+        let (scan, file) = read_segment(env, &path)?;
+        for (_, record) in &scan.records {
+            if let Record::Batch(batch) = record {
+                for (offset, write) in batch.writes.iter().enumerate() {
+                    memtable.insert(&write.key, batch.first_sequence + offset as u64, write.kind, &write.value);
+                }
+                last_sequence = last_sequence.max(batch.last_sequence());
+            }
+        }
+        let sealed = matches!(scan.records.last(), Some((_, Record::Seal)));
+        match scan.end {
+            WalEnd::Corrupt { offset, reason } => return Err(Error::Corruption { file: path, offset, reason }),
+            WalEnd::TornTail { offset } if !is_last && !sealed => {
+                let reason = "a sealed-over segment ends in damage".to_string();
+                return Err(Error::Corruption { file: path, offset, reason });
+            }
+            WalEnd::TornTail { offset } if crate::canary::active("torn-tail-rejected") => {
+                return Err(Error::Corruption { file: path, offset, reason: "torn tail (canary)".into() });
+            }
+            WalEnd::TornTail { offset } => {
+                file.set_len(offset)?;
+                file.sync()?;
+            }
+            WalEnd::Clean if !is_last && !sealed => {
+                let reason = "segment is not the last but has no seal record".to_string();
+                return Err(Error::Corruption { file: path, offset: file.len()?, reason });
+            }
+            WalEnd::Clean => {}
+        }
+    }
+    Ok(Replay { memtable, last_sequence })
+}
+
+/// Read and scan a segment; a damaged-looking one is read again (up to [`SEGMENT_READS_MAX`]) in case a read
+/// returned a flipped bit.
+fn read_segment<E: Env>(env: &E, path: &Path) -> Result<(crate::wal::WalScan, E::File)> {
+    let file = env.open(path, OpenOptions::read_write())?;
+    let mut scan = decode_segment(&file.read_all()?);
+    for _ in 1..SEGMENT_READS_MAX {
+        if scan.end == WalEnd::Clean {
+            break;
+        }
+        let again = decode_segment(&file.read_all()?);
+        if again == scan {
+            break;
+        }
+        scan = again;
+    }
+    Ok((scan, file))
+}
+
+fn install_recovered<E: Env>(inner: &Arc<Inner<E>>, memtable: &Memtable) -> Result<()> {
+    let entries: Vec<Entry> = memtable.entries().collect();
+    let mut state = inner.state();
+    let added = if entries.is_empty() {
+        Vec::new()
+    } else {
+        let number = state.allocate_file_number();
+        vec![write_table(inner, number, 0, &entries)?]
+    };
+    inner.env.sync_dir(&inner.dir)?;
+    let version = state.version.apply(&[], added);
+    let log_number = state.wal.number();
+    install_manifest(inner, &state, &version, log_number)?;
+    state.version = Arc::new(version);
+    Ok(())
+}
+
+fn remove_orphans<E: Env>(inner: &Arc<Inner<E>>, listing: &Listing) -> Result<()> {
+    let state = inner.state();
+    let live_tables: BTreeSet<u64> = state.version.tables().map(|live| live.meta.file_number).collect();
+    let mut doomed: Vec<PathBuf> = Vec::new();
+    for &number in &listing.wal_numbers {
+        if number != state.wal.number() {
+            doomed.push(inner.wal_path(number));
+        }
+    }
+    for &number in &listing.table_numbers {
+        if !live_tables.contains(&number) {
+            doomed.push(inner.table_path(number));
+        }
+    }
+    let temp = inner.dir.join(MANIFEST_TEMP_FILE);
+    if inner.env.exists(&temp)? {
+        doomed.push(temp);
+    }
+    drop(state);
+    for path in doomed {
+        match inner.env.remove_file(&path) {
+            Ok(()) => {}
+            Err(error) if error.is_not_found() => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,490 @@
+//! Data blocks: prefix-compressed entries with restart points, sealed by a tagged CRC.
+//!
+//! ```text
+//! entry     := shared_size_bytes varint | unshared_size_bytes varint | value_size_bytes varint
+//!              | key_delta [unshared_size_bytes] | sequence_and_kind u64 LE (sequence << 8 | kind) | value
+//! block     := entry* | restart_offset u32 LE * restart_count | restart_count u32 LE | entry_count u32 LE
+//!              | crc32 u32 LE (tag 0xDA)
+//! ```
+//!
+//! The entry at every restart offset has `shared_size_bytes == 0`, so its key can be read alone: a seek binary
+//! searches the restart keys, then scans at most one restart interval.
+
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+use super::codec::{BlockTag, Cursor, partition_point, put_varint, seal, unseal};
+use crate::{DecodeError, Entry, InternalKey, KEY_SIZE_BYTES_MAX, SEQUENCE_MAX, Sequence, VALUE_SIZE_BYTES_MAX};
+use crate::{ValueKind, compare_internal};
+
+/// The largest block a decoder accepts: one entry of the largest key and value, plus slack.
+pub const BLOCK_SIZE_BYTES_MAX: usize = 32 * 1024 * 1024;
+/// The smallest possible encoded entry: three one-byte varints and the sequence/kind trailer.
+pub const ENTRY_SIZE_BYTES_MIN: usize = 3 + 8;
+/// The most entries a block can hold.
+pub const BLOCK_ENTRIES_MAX: usize = BLOCK_SIZE_BYTES_MAX / ENTRY_SIZE_BYTES_MIN;
+/// Fixed per-block memory counted by the cache on top of the block's bytes.
+pub const BLOCK_OVERHEAD_BYTES: usize = 128;
+
+/// Accumulates entries into one data block.
+#[derive(Debug)]
+pub struct BlockBuilder {
+    buffer: Vec<u8>,
+    restart_offsets: Vec<u32>,
+    restart_interval: usize,
+    entries_since_restart: usize,
+    entry_count: u32,
+    last_key: Option<InternalKey>,
+}
+
+impl BlockBuilder {
+    /// A builder placing a restart point every `restart_interval` entries (at least 1).
+    pub fn new(restart_interval: usize) -> Self {
+        assert!(restart_interval >= 1, "restart interval must be at least one entry");
+        Self {
+            buffer: Vec::new(),
+            restart_offsets: Vec::new(),
+            restart_interval,
+            entries_since_restart: 0,
+            entry_count: 0,
+            last_key: None,
+        }
+    }
+
+    /// True until the first entry is added (and again after `finish`).
+    pub fn is_empty(&self) -> bool {
+        self.entry_count == 0
+    }
+
+    /// The size the block would have if finished now.
+    pub fn size_estimate_bytes(&self) -> usize {
+        self.buffer.len() + self.restart_offsets.len() * 4 + 12
+    }
+
+    /// Append an entry; it must sort strictly after the previous one.
+    pub fn add(&mut self, entry: &Entry) {
+        let key = &entry.key;
+        let restart = match &self.last_key {
+            Some(last) => {
+                assert!(last < key, "block entries out of order: {last:?} then {key:?}");
+                self.entries_since_restart >= self.restart_interval
+            }
+            None => true,
+        };
+        let shared_size_bytes = match &self.last_key {
+            Some(last) if !restart => common_prefix_size_bytes(&last.user_key, &key.user_key),
+            _ => 0,
+        };
+        if restart {
+            self.restart_offsets.push(size_u32(self.buffer.len()));
+            self.entries_since_restart = 0;
+        }
+        let unshared = &key.user_key[shared_size_bytes..];
+        put_varint(&mut self.buffer, size_u32(shared_size_bytes));
+        put_varint(&mut self.buffer, size_u32(unshared.len()));
+        put_varint(&mut self.buffer, size_u32(entry.value.len()));
+        self.buffer.extend_from_slice(unshared);
+        self.buffer.extend_from_slice(&sequence_and_kind(key.sequence, entry.kind).to_le_bytes());
+        self.buffer.extend_from_slice(&entry.value);
+        self.entries_since_restart += 1;
+        self.entry_count += 1;
+        self.last_key = Some(key.clone());
+        assert!(self.buffer.len() <= BLOCK_SIZE_BYTES_MAX, "data block grew past BLOCK_SIZE_BYTES_MAX");
+    }
+
+    /// Seal the block and reset the builder. The block must not be empty.
+    pub fn finish(&mut self) -> Vec<u8> {
+        assert!(!self.is_empty(), "finishing an empty block");
+        let mut block = std::mem::take(&mut self.buffer);
+        for offset in &self.restart_offsets {
+            block.extend_from_slice(&offset.to_le_bytes());
+        }
+        block.extend_from_slice(&size_u32(self.restart_offsets.len()).to_le_bytes());
+        block.extend_from_slice(&self.entry_count.to_le_bytes());
+        seal(BlockTag::Data, &mut block, 0);
+        debug_assert_eq!(
+            decode_block(&block).map(|decoded| decoded.entry_count()),
+            Ok(self.entry_count as usize),
+            "a freshly built block must decode"
+        );
+        *self = Self::new(self.restart_interval);
+        block
+    }
+}
+
+fn size_u32(size_bytes: usize) -> u32 {
+    u32::try_from(size_bytes).expect("sizes inside a block fit u32 (BLOCK_SIZE_BYTES_MAX)")
+}
+
+fn common_prefix_size_bytes(left: &[u8], right: &[u8]) -> usize {
+    left.iter().zip(right).take_while(|(a, b)| a == b).count()
+}
+
+/// Pack a sequence and a kind into the 8-byte entry trailer.
+pub fn sequence_and_kind(sequence: Sequence, kind: ValueKind) -> u64 {
+    assert!(sequence <= SEQUENCE_MAX, "sequence {sequence} above SEQUENCE_MAX");
+    (sequence << 8) | u64::from(kind.to_byte())
+}
+
+/// One decoded entry's position: the key is in the caller's buffer, the value is a range of the entries region.
+#[derive(Debug)]
+struct ParsedEntry {
+    sequence: Sequence,
+    kind: ValueKind,
+    value_start: usize,
+    value_end: usize,
+    next_offset: usize,
+    shared_size_bytes: usize,
+}
+
+/// Parse the entry at `offset`; `key` holds the previous key on entry and this entry's key on success.
+fn parse_entry(entries: &[u8], offset: usize, key: &mut Vec<u8>) -> Result<ParsedEntry, DecodeError> {
+    let mut cursor = Cursor::at(entries, offset);
+    let shared_size_bytes = cursor.varint("shared key size")? as usize;
+    let unshared_size_bytes = cursor.varint("unshared key size")? as usize;
+    let value_size_bytes = cursor.varint("value size")? as usize;
+    if shared_size_bytes > key.len() {
+        return Err(DecodeError::new(
+            offset as u64,
+            format!("shares {shared_size_bytes} bytes of a {}-byte key", key.len()),
+        ));
+    }
+    if shared_size_bytes + unshared_size_bytes > KEY_SIZE_BYTES_MAX {
+        return Err(DecodeError::new(offset as u64, "key longer than KEY_SIZE_BYTES_MAX"));
+    }
+    if value_size_bytes > VALUE_SIZE_BYTES_MAX {
+        return Err(DecodeError::new(offset as u64, "value longer than VALUE_SIZE_BYTES_MAX"));
+    }
+    let delta = cursor.take(unshared_size_bytes, "key delta")?;
+    let trailer_offset = cursor.position() as u64;
+    let trailer = cursor.u64("sequence and kind")?;
+    let Some(kind) = ValueKind::from_byte((trailer & 0xFF) as u8) else {
+        return Err(DecodeError::new(trailer_offset, format!("bad value kind {:#04x}", trailer & 0xFF)));
+    };
+    let value_start = cursor.position();
+    cursor.take(value_size_bytes, "value")?;
+    if kind == ValueKind::Delete && value_size_bytes != 0 {
+        return Err(DecodeError::new(trailer_offset, "a tombstone carries a value"));
+    }
+    key.truncate(shared_size_bytes);
+    key.extend_from_slice(delta);
+    assert!(cursor.position() > offset, "parsing an entry must make progress");
+    Ok(ParsedEntry {
+        sequence: trailer >> 8,
+        kind,
+        value_start,
+        value_end: cursor.position(),
+        next_offset: cursor.position(),
+        shared_size_bytes,
+    })
+}
+
+/// A decoded, fully validated data block. Shared through the block cache as `Arc<Block>`.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Block {
+    entries: Vec<u8>,
+    restart_offsets: Vec<u32>,
+    entry_count: usize,
+    first_key: InternalKey,
+    last_key: InternalKey,
+}
+
+/// Decode and validate a data block (CRC, restart offsets, varints, kinds, strict key order).
+///
+/// A checksum mismatch is reported at offset 0 (the start of the block); other errors at the bad bytes.
+pub fn decode_block(bytes: &[u8]) -> Result<Block, DecodeError> {
+    if bytes.len() > BLOCK_SIZE_BYTES_MAX {
+        return Err(DecodeError::new(0, format!("block of {} bytes exceeds BLOCK_SIZE_BYTES_MAX", bytes.len())));
+    }
+    let contents = unseal(BlockTag::Data, bytes)?;
+    let Some(counts_offset) = contents.len().checked_sub(8) else {
+        return Err(DecodeError::new(0, "block too short for its restart and entry counts"));
+    };
+    let mut cursor = Cursor::at(contents, counts_offset);
+    let restart_count = cursor.u32("restart count")? as usize;
+    let entry_count = cursor.u32("entry count")? as usize;
+    if restart_count == 0 || restart_count > counts_offset / 4 || entry_count == 0 || entry_count > BLOCK_ENTRIES_MAX {
+        return Err(DecodeError::new(
+            counts_offset as u64,
+            format!("bad counts: {restart_count} restarts, {entry_count} entries"),
+        ));
+    }
+    let entries_end = counts_offset - restart_count * 4;
+    assert!(entries_end <= counts_offset, "restart array lies inside the block");
+    let mut restart_cursor = Cursor::at(contents, entries_end);
+    let mut restart_offsets = Vec::new();
+    while restart_cursor.position() < counts_offset {
+        let position = restart_cursor.position() as u64;
+        let restart = restart_cursor.u32("restart offset")?;
+        let in_order = restart_offsets.last().is_none_or(|&last| last < restart) && (restart as usize) < entries_end;
+        if !in_order || (restart_offsets.is_empty() && restart != 0) {
+            return Err(DecodeError::new(position, format!("bad restart offset {restart}")));
+        }
+        restart_offsets.push(restart);
+    }
+    assert_eq!(restart_offsets.len(), restart_count, "restart loop read every restart");
+    let (first_key, last_key) = validate_entries(&contents[..entries_end], &restart_offsets, entry_count)?;
+    Ok(Block { entries: contents[..entries_end].to_vec(), restart_offsets, entry_count, first_key, last_key })
+}
+
+/// Walk every entry: restarts land on entry boundaries with no shared prefix, keys strictly increase, the count
+/// matches. Returns the first and last keys.
+fn validate_entries(
+    entries: &[u8],
+    restart_offsets: &[u32],
+    entry_count: usize,
+) -> Result<(InternalKey, InternalKey), DecodeError> {
+    let mut key = Vec::new();
+    let mut previous: Option<InternalKey> = None;
+    let mut first: Option<InternalKey> = None;
+    let (mut offset, mut next_restart, mut seen) = (0usize, 0usize, 0usize);
+    while offset < entries.len() {
+        let at_restart = restart_offsets.get(next_restart).is_some_and(|&restart| restart as usize == offset);
+        if restart_offsets.get(next_restart).is_some_and(|&restart| (restart as usize) < offset) {
+            return Err(DecodeError::new(u64::from(restart_offsets[next_restart]), "restart inside an entry"));
+        }
+        let parsed = parse_entry(entries, offset, &mut key)?;
+        if at_restart && parsed.shared_size_bytes != 0 {
+            return Err(DecodeError::new(offset as u64, "entry at a restart point shares a prefix"));
+        }
+        next_restart += usize::from(at_restart);
+        if let Some(previous) = &previous
+            && compare_internal(&previous.user_key, previous.sequence, &key, parsed.sequence) != Ordering::Less
+        {
+            return Err(DecodeError::new(offset as u64, "keys out of order inside the block"));
+        }
+        let current = InternalKey::new(key.clone(), parsed.sequence);
+        first.get_or_insert_with(|| current.clone());
+        previous = Some(current);
+        seen += 1;
+        assert!(parsed.next_offset > offset && parsed.next_offset <= entries.len(), "entry parse overran");
+        offset = parsed.next_offset;
+    }
+    assert_eq!(offset, entries.len(), "entries parse exactly to the end of their region");
+    if seen != entry_count || next_restart != restart_offsets.len() {
+        return Err(DecodeError::new(
+            entries.len() as u64,
+            format!(
+                "block holds {seen} entries and {next_restart} restarts, trailer says {entry_count} and {}",
+                restart_offsets.len()
+            ),
+        ));
+    }
+    let (Some(first), Some(last)) = (first, previous) else {
+        return Err(DecodeError::new(0, "block has no entries"));
+    };
+    Ok((first, last))
+}
+
+impl Block {
+    /// How many entries the block holds (at least one).
+    pub fn entry_count(&self) -> usize {
+        self.entry_count
+    }
+
+    /// The block's smallest internal key.
+    pub fn first_key(&self) -> &InternalKey {
+        &self.first_key
+    }
+
+    /// The block's largest internal key.
+    pub fn last_key(&self) -> &InternalKey {
+        &self.last_key
+    }
+
+    /// Memory the block occupies, as charged by the block cache.
+    pub fn charge_bytes(&self) -> usize {
+        self.entries.len()
+            + self.restart_offsets.len() * 4
+            + self.first_key.user_key.len()
+            + self.last_key.user_key.len()
+            + BLOCK_OVERHEAD_BYTES
+    }
+
+    /// The full key at restart point `index` (restart entries share no prefix).
+    fn restart_key(&self, index: usize) -> (Vec<u8>, Sequence) {
+        let mut key = Vec::new();
+        let parsed = parse_entry(&self.entries, self.restart_offsets[index] as usize, &mut key)
+            .expect("a validated block parses");
+        assert_eq!(parsed.shared_size_bytes, 0, "restart entries share no prefix");
+        (key, parsed.sequence)
+    }
+}
+
+/// A position in a block, yielding entries in order. Owns its block through an `Arc`.
+#[derive(Debug)]
+pub struct BlockCursor {
+    block: Arc<Block>,
+    offset: usize,
+    key: Vec<u8>,
+    peeked: Option<Entry>,
+}
+
+impl BlockCursor {
+    /// A cursor before the block's first entry.
+    pub fn new(block: Arc<Block>) -> Self {
+        Self { block, offset: 0, key: Vec::new(), peeked: None }
+    }
+
+    /// A cursor at the first entry whose internal key is `>= (user_key, sequence)` (exhausted if none is):
+    /// binary search of the restart keys, then a scan of one restart interval.
+    pub fn seek(block: Arc<Block>, user_key: &[u8], sequence: Sequence) -> Self {
+        let restart_index = partition_point(block.restart_offsets.len(), |index| {
+            let (key, key_sequence) = block.restart_key(index);
+            compare_internal(&key, key_sequence, user_key, sequence) == Ordering::Less
+        })
+        .saturating_sub(1);
+        let offset = block.restart_offsets[restart_index] as usize;
+        let mut cursor = Self { block, offset, key: Vec::new(), peeked: None };
+        let mut scanned = 0usize;
+        while let Some(entry) = cursor.next_entry() {
+            scanned += 1;
+            assert!(scanned <= BLOCK_ENTRIES_MAX, "seek scanned past BLOCK_ENTRIES_MAX");
+            if compare_internal(&entry.key.user_key, entry.key.sequence, user_key, sequence) != Ordering::Less {
+                cursor.peeked = Some(entry);
+                break;
+            }
+        }
+        cursor
+    }
+
+    /// The next entry, or None at the end of the block.
+    pub fn next_entry(&mut self) -> Option<Entry> {
+        if let Some(entry) = self.peeked.take() {
+            return Some(entry);
+        }
+        if self.offset >= self.block.entries.len() {
+            return None;
+        }
+        let parsed = parse_entry(&self.block.entries, self.offset, &mut self.key).expect("a validated block parses");
+        assert!(parsed.next_offset <= self.block.entries.len(), "entry ran past the block");
+        self.offset = parsed.next_offset;
+        Some(Entry {
+            key: InternalKey::new(self.key.clone(), parsed.sequence),
+            kind: parsed.kind,
+            value: self.block.entries[parsed.value_start..parsed.value_end].to_vec(),
+        })
+    }
+}
+
+impl Iterator for BlockCursor {
+    type Item = Entry;
+
+    fn next(&mut self) -> Option<Entry> {
+        self.next_entry()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn entry(user_key: &[u8], sequence: Sequence, value: &[u8]) -> Entry {
+        let kind = if value.is_empty() { ValueKind::Delete } else { ValueKind::Put };
+        Entry { key: InternalKey::new(user_key, sequence), kind, value: value.to_vec() }
+    }
+
+    fn sorted_entries() -> impl Strategy<Value = Vec<Entry>> {
+        let key_strategy = proptest::collection::vec(0u8..4, 0..6);
+        let value_strategy = proptest::collection::vec(any::<u8>(), 0..5);
+        proptest::collection::btree_map((key_strategy, 0u64..50), value_strategy, 1..60).prop_map(|map| {
+            let mut entries: Vec<Entry> =
+                map.into_iter().map(|((key, sequence), value)| entry(&key, sequence, &value)).collect();
+            entries.sort_by(|a, b| a.key.cmp(&b.key));
+            entries
+        })
+    }
+
+    fn build(entries: &[Entry], restart_interval: usize) -> Vec<u8> {
+        let mut builder = BlockBuilder::new(restart_interval);
+        for entry in entries {
+            builder.add(entry);
+        }
+        builder.finish()
+    }
+
+    proptest! {
+        #[test]
+        fn block_roundtrips_and_seeks(entries in sorted_entries(), restart_interval in 1usize..6) {
+            let block = Arc::new(decode_block(&build(&entries, restart_interval)).unwrap());
+            prop_assert_eq!(block.entry_count(), entries.len());
+            prop_assert_eq!(BlockCursor::new(block.clone()).collect::<Vec<_>>(), entries.clone());
+            for target in &entries {
+                for sequence in [target.key.sequence, target.key.sequence + 1, 0, u64::MAX] {
+                    let expected = entries.iter().find(|e| {
+                        compare_internal(&e.key.user_key, e.key.sequence, &target.key.user_key, sequence)
+                            != Ordering::Less
+                    });
+                    let found = BlockCursor::seek(block.clone(), &target.key.user_key, sequence).next_entry();
+                    prop_assert_eq!(found.as_ref(), expected);
+                }
+            }
+        }
+
+        #[test]
+        fn decode_block_never_panics_on_garbage(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let _ = decode_block(&bytes);
+        }
+
+        #[test]
+        fn any_flipped_byte_fails_the_block_checksum(entries in sorted_entries(), position_seed in any::<usize>()) {
+            let mut bytes = build(&entries, 3);
+            let position = position_seed % bytes.len();
+            bytes[position] ^= 0x20;
+            prop_assert_eq!(decode_block(&bytes).unwrap_err().offset, 0);
+        }
+    }
+
+    /// Re-seal `contents` so structural checks (not the CRC) are what fails.
+    fn resealed(contents: &[u8]) -> Vec<u8> {
+        let mut block = contents.to_vec();
+        seal(BlockTag::Data, &mut block, 0);
+        block
+    }
+
+    #[test]
+    fn structural_damage_under_a_valid_checksum_is_rejected() {
+        let entries = [entry(b"a", 2, b"x"), entry(b"ab", 1, b""), entry(b"b", 5, b"yy")];
+        let bytes = build(&entries, 2);
+        let contents = &bytes[..bytes.len() - 4];
+        // Swap the kind byte of the first entry for a bad one: the first entry's trailer starts at byte 4.
+        let mut bad_kind = contents.to_vec();
+        bad_kind[4] = 0x00;
+        let error = decode_block(&resealed(&bad_kind)).unwrap_err();
+        assert_eq!(error.offset, 4, "{error}");
+        // An entry count that disagrees with the entries.
+        let mut bad_count = contents.to_vec();
+        let count_position = bad_count.len() - 4;
+        bad_count[count_position] = 7;
+        assert!(decode_block(&resealed(&bad_count)).is_err());
+        // Too short to hold the counts.
+        assert!(decode_block(&resealed(&[0, 0, 0])).is_err());
+        // Keys out of order: the entries of two one-entry blocks, "b" then "a", each at a restart point.
+        let region = |key: &[u8]| {
+            let block = build(&[entry(key, 1, b"v")], 1);
+            block[..block.len() - 16].to_vec()
+        };
+        let (region_b, region_a) = (region(b"b"), region(b"a"));
+        let mut swapped = [region_b.clone(), region_a].concat();
+        for restart in [0u32, region_b.len() as u32, 2, 2] {
+            swapped.extend_from_slice(&restart.to_le_bytes());
+        }
+        let error = decode_block(&resealed(&swapped)).unwrap_err();
+        assert_eq!(error.offset, region_b.len() as u64, "{error}");
+        assert!(error.reason.contains("out of order"), "{error}");
+    }
+
+    #[test]
+    fn restart_entries_share_no_prefix_and_seek_spans_restarts() {
+        let entries: Vec<Entry> = (0..40u32).map(|index| entry(format!("key{index:03}").as_bytes(), 1, b"v")).collect();
+        let block = Arc::new(decode_block(&build(&entries, 4)).unwrap());
+        assert_eq!(block.restart_offsets.len(), 10);
+        for index in 0..block.restart_offsets.len() {
+            assert_eq!(block.restart_key(index).0, entries[index * 4].key.user_key);
+        }
+        assert_eq!(BlockCursor::seek(block.clone(), b"key0215", 0).next_entry(), Some(entries[22].clone()));
+        assert_eq!(BlockCursor::seek(block, b"zzz", 0).next_entry(), None);
+    }
+}

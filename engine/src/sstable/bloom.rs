@@ -1,0 +1,185 @@
+//! A Bloom filter over a table's distinct user keys.
+//!
+//! ```text
+//! bloom := hash_count u8 | bit_count u32 LE | bits [bit_count / 8] | crc32 u32 LE (tag 0xB1)
+//! ```
+//!
+//! Probe `i` (for `i` in `0..hash_count`) sets bit `(h1 + i * h2) mod bit_count` (double hashing), where
+//! `h1 = env::random::hash_bytes(user_key)` and `h2 = mix64(h1 ^ BLOOM_SECOND_HASH_SALT) | 1`: stable across
+//! machines and versions. Bit `b` is bit `b % 8` of byte `b / 8`.
+
+use env::random::{hash_bytes, mix64};
+
+use super::codec::{BlockTag, Cursor, seal, unseal};
+use crate::DecodeError;
+
+/// The filter never has fewer bits than this, however few keys it holds.
+pub const BLOOM_BITS_MIN: u32 = 64;
+/// The most bits a filter may have (the `bit_count` field is a u32).
+pub const BLOOM_BITS_MAX: u32 = u32::MAX - 7;
+/// The most hash functions (probes per key).
+pub const BLOOM_HASH_COUNT_MAX: u8 = 30;
+/// The largest accepted `bloom_bits_per_key` option.
+pub const BLOOM_BITS_PER_KEY_MAX: u32 = 64;
+/// Salt for the second hash of the double-hashing scheme. Never change: it is part of the file format.
+pub const BLOOM_SECOND_HASH_SALT: u64 = 0x5be0_cd19_137e_2179;
+
+/// A decoded Bloom filter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BloomFilter {
+    hash_count: u8,
+    bit_count: u32,
+    bits: Vec<u8>,
+}
+
+/// The stable 64-bit hash of a user key the filter is built from.
+pub fn bloom_hash(user_key: &[u8]) -> u64 {
+    hash_bytes(user_key)
+}
+
+/// `round(bits_per_key * ln 2)` by integer arithmetic, clamped to `1..=BLOOM_HASH_COUNT_MAX`.
+pub fn hash_count_for(bits_per_key: u32) -> u8 {
+    assert!((1..=BLOOM_BITS_PER_KEY_MAX).contains(&bits_per_key), "bits per key {bits_per_key} out of range");
+    let rounded = (bits_per_key * 69 + 50) / 100;
+    let count = rounded.clamp(1, u32::from(BLOOM_HASH_COUNT_MAX)) as u8;
+    assert!((1..=BLOOM_HASH_COUNT_MAX).contains(&count), "hash count out of range");
+    count
+}
+
+impl BloomFilter {
+    /// A filter sized for `key_hashes.len()` keys at `bits_per_key` (at least [`BLOOM_BITS_MIN`] bits), holding
+    /// every hash given.
+    pub fn build(key_hashes: &[u64], bits_per_key: u32) -> Self {
+        let hash_count = hash_count_for(bits_per_key);
+        let wanted_bits = (key_hashes.len() as u64).saturating_mul(u64::from(bits_per_key));
+        let bit_count = wanted_bits.clamp(u64::from(BLOOM_BITS_MIN), u64::from(BLOOM_BITS_MAX)).next_multiple_of(8);
+        let bit_count = u32::try_from(bit_count).expect("clamped to BLOOM_BITS_MAX");
+        let mut filter = Self { hash_count, bit_count, bits: vec![0u8; bit_count as usize / 8] };
+        for &hash in key_hashes {
+            for bit in filter.probes(hash) {
+                filter.bits[(bit / 8) as usize] |= 1 << (bit % 8);
+            }
+        }
+        assert!(key_hashes.iter().all(|&hash| filter.may_contain_hash(hash)), "a Bloom filter has no false negatives");
+        filter
+    }
+
+    fn probes(&self, hash: u64) -> impl Iterator<Item = u64> + use<> {
+        let second = mix64(hash ^ BLOOM_SECOND_HASH_SALT) | 1;
+        let bit_count = u64::from(self.bit_count);
+        assert!(bit_count > 0, "a filter has bits");
+        (0..u64::from(self.hash_count)).map(move |index| hash.wrapping_add(index.wrapping_mul(second)) % bit_count)
+    }
+
+    /// False only if the key was certainly not added; true if it may have been.
+    pub fn may_contain(&self, user_key: &[u8]) -> bool {
+        self.may_contain_hash(bloom_hash(user_key))
+    }
+
+    fn may_contain_hash(&self, hash: u64) -> bool {
+        self.probes(hash).all(|bit| self.bits[(bit / 8) as usize] & (1 << (bit % 8)) != 0)
+    }
+
+    /// Probes per key, `1..=BLOOM_HASH_COUNT_MAX`.
+    pub fn hash_count(&self) -> u8 {
+        self.hash_count
+    }
+
+    /// Size of the bit array, a multiple of 8, at least `BLOOM_BITS_MIN`.
+    pub fn bit_count(&self) -> u32 {
+        self.bit_count
+    }
+
+    /// The sealed bytes of the bloom block.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut bytes = Vec::with_capacity(self.bits.len() + 9);
+        bytes.push(self.hash_count);
+        bytes.extend_from_slice(&self.bit_count.to_le_bytes());
+        bytes.extend_from_slice(&self.bits);
+        seal(BlockTag::Bloom, &mut bytes, 0);
+        debug_assert_eq!(decode_bloom(&bytes).as_ref(), Ok(self), "bloom block must roundtrip");
+        bytes
+    }
+}
+
+/// Decode and validate a bloom block (CRC, hash count, bit count against the block's length).
+pub fn decode_bloom(bytes: &[u8]) -> Result<BloomFilter, DecodeError> {
+    let contents = unseal(BlockTag::Bloom, bytes)?;
+    let mut cursor = Cursor::new(contents);
+    let hash_count = cursor.u8("bloom hash count")?;
+    if !(1..=BLOOM_HASH_COUNT_MAX).contains(&hash_count) {
+        return Err(DecodeError::new(0, format!("bloom hash count {hash_count} out of range")));
+    }
+    let bit_count = cursor.u32("bloom bit count")?;
+    if !(BLOOM_BITS_MIN..=BLOOM_BITS_MAX).contains(&bit_count) || !bit_count.is_multiple_of(8) {
+        return Err(DecodeError::new(1, format!("bloom bit count {bit_count} is invalid")));
+    }
+    let bits = cursor.take(bit_count as usize / 8, "bloom bits")?.to_vec();
+    cursor.expect_end("bloom block")?;
+    Ok(BloomFilter { hash_count, bit_count, bits })
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn hashes(keys: &[Vec<u8>]) -> Vec<u64> {
+        keys.iter().map(|key| bloom_hash(key)).collect()
+    }
+
+    #[test]
+    fn hash_count_rounds_bits_per_key_times_ln2() {
+        assert_eq!(hash_count_for(1), 1);
+        assert_eq!(hash_count_for(10), 7);
+        assert_eq!(hash_count_for(64), 30);
+    }
+
+    #[test]
+    fn false_positive_rate_at_ten_bits_per_key_is_below_two_percent() {
+        let keys: Vec<Vec<u8>> = (0..10_000u32).map(|index| format!("present-{index}").into_bytes()).collect();
+        let filter = BloomFilter::build(&hashes(&keys), 10);
+        assert_eq!(filter.bit_count(), 100_000);
+        let false_positives =
+            (0..10_000u32).filter(|index| filter.may_contain(format!("absent-{index}").as_bytes())).count();
+        assert!(false_positives < 200, "{false_positives} false positives in 10000 absent keys");
+    }
+
+    #[test]
+    fn tiny_filters_get_the_minimum_size() {
+        let filter = BloomFilter::build(&hashes(&[b"only".to_vec()]), 10);
+        assert_eq!(filter.bit_count(), BLOOM_BITS_MIN);
+        assert!(filter.may_contain(b"only"));
+    }
+
+    #[test]
+    fn decode_rejects_bad_counts_under_a_valid_checksum() {
+        for (hash_count, bit_count) in [(0u8, 64u32), (31, 64), (7, 60), (7, 63), (7, 128)] {
+            let mut bytes = vec![hash_count];
+            bytes.extend_from_slice(&bit_count.to_le_bytes());
+            bytes.extend_from_slice(&[0u8; 8]);
+            seal(BlockTag::Bloom, &mut bytes, 0);
+            assert!(decode_bloom(&bytes).is_err(), "{hash_count} {bit_count}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn no_false_negatives_and_roundtrips(
+            keys in proptest::collection::btree_set(proptest::collection::vec(any::<u8>(), 0..12), 0..300),
+            bits_per_key in 1u32..20,
+        ) {
+            let keys: Vec<Vec<u8>> = keys.into_iter().collect();
+            let filter = decode_bloom(&BloomFilter::build(&hashes(&keys), bits_per_key).encode()).unwrap();
+            for key in &keys {
+                prop_assert!(filter.may_contain(key));
+            }
+        }
+
+        #[test]
+        fn decode_bloom_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let _ = decode_bloom(&bytes);
+        }
+    }
+}

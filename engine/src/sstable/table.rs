@@ -1,0 +1,421 @@
+//! [`Table`]: an open table file, and [`decode_table`]: the whole-file validator.
+
+use std::cmp::Ordering;
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+
+use super::READ_RETRIES_MAX;
+use super::block::{Block, BlockCursor, decode_block};
+use super::bloom::{BloomFilter, decode_bloom};
+use super::cache::BlockCache;
+use super::codec::partition_point;
+use super::footer::{FOOTER_SIZE_BYTES, Footer, TableMeta, decode_footer, decode_meta};
+use super::index::{DATA_BLOCK_SIZE_BYTES_MIN, IndexEntry, decode_index};
+use super::learned::{LearnedIndex, SearchPath, decode_learned_index, key_to_u64};
+use crate::{DecodeError, Entry, Error, Lookup, Sequence, ValueKind, compare_internal};
+
+/// The smallest possible table file: one minimal data block, the metadata blocks' minimum and the footer.
+pub const TABLE_SIZE_BYTES_MIN: u64 = DATA_BLOCK_SIZE_BYTES_MIN as u64 + FOOTER_SIZE_BYTES as u64;
+
+/// Counters of one open table's read path.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TableStats {
+    /// `get` calls the Bloom filter answered "absent" without reading a block.
+    pub bloom_negatives: u64,
+    /// Block searches the learned index's window answered.
+    pub learned_hits: u64,
+    /// Block searches that fell back to a binary search of the whole index.
+    pub learned_fallbacks: u64,
+    /// Data blocks read from the file (cache misses, retries included).
+    pub block_reads: u64,
+    /// Data blocks served by the block cache.
+    pub block_cache_hits: u64,
+    /// Re-reads after a block failed its checksum.
+    pub read_retries: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    bloom_negatives: AtomicU64,
+    learned_hits: AtomicU64,
+    learned_fallbacks: AtomicU64,
+    block_reads: AtomicU64,
+    block_cache_hits: AtomicU64,
+    read_retries: AtomicU64,
+}
+
+fn bump(counter: &AtomicU64) {
+    counter.fetch_add(1, AtomicOrdering::Relaxed);
+}
+
+/// The metadata of a table, validated together: what both [`Table::open`] and [`decode_table`] load.
+#[derive(Clone, Debug, PartialEq)]
+struct Metadata {
+    footer: Footer,
+    index: Vec<IndexEntry>,
+    bloom: BloomFilter,
+    learned: LearnedIndex,
+    meta: TableMeta,
+}
+
+/// Decode the metadata blocks from `region`, the bytes from the index block's start to the footer's start.
+/// Errors carry absolute file offsets.
+fn decode_metadata(footer: Footer, region: &[u8]) -> Result<Metadata, DecodeError> {
+    let base = footer.index.offset;
+    assert_eq!(region.len() as u64, footer.meta.end() - base, "region spans the metadata blocks");
+    let slice = |handle: super::footer::BlockHandle| {
+        let start = (handle.offset - base) as usize;
+        &region[start..start + handle.size_bytes as usize]
+    };
+    let index = decode_index(slice(footer.index)).map_err(|error| error.at(footer.index.offset))?;
+    let bloom = decode_bloom(slice(footer.bloom)).map_err(|error| error.at(footer.bloom.offset))?;
+    let learned = decode_learned_index(slice(footer.learned)).map_err(|error| error.at(footer.learned.offset))?;
+    let meta = decode_meta(slice(footer.meta)).map_err(|error| error.at(footer.meta.offset))?;
+    let metadata = Metadata { footer, index, bloom, learned, meta };
+    check_metadata(&metadata)?;
+    Ok(metadata)
+}
+
+/// Cross-check the metadata blocks: block and entry counts, data blocks ending where the index starts, key
+/// range, and the learned index's error bound over the index.
+fn check_metadata(metadata: &Metadata) -> Result<(), DecodeError> {
+    let Metadata { footer, index, learned, meta, .. } = metadata;
+    let last = index.last().expect("a decoded index is not empty");
+    assert!(footer.index.offset > 0 && index[0].offset == 0, "decoders validated the layout's start");
+    let entry_total: u64 = index.iter().map(|entry| u64::from(entry.entry_count)).sum();
+    if last.offset + u64::from(last.size_bytes) != footer.index.offset || entry_total != meta.entry_count {
+        return Err(DecodeError::new(footer.index.offset, "index disagrees with the file layout or entry count"));
+    }
+    let keys_ok = meta.min_user_key == index[0].first_key.user_key && meta.max_user_key == last.last_key.user_key;
+    if index.len() != meta.data_block_count as usize || !keys_ok {
+        return Err(DecodeError::new(footer.meta.offset, "meta block disagrees with the index"));
+    }
+    if learned.position_count() as usize != index.len() {
+        return Err(DecodeError::new(footer.learned.offset, "learned index fitted to another index"));
+    }
+    for (position, entry) in index.iter().enumerate() {
+        let first_key = key_to_u64(&entry.first_key.user_key);
+        let is_first = position == 0 || key_to_u64(&index[position - 1].first_key.user_key) != first_key;
+        if is_first && learned.predict(first_key).abs_diff(position as u64) > u64::from(learned.epsilon()) {
+            return Err(DecodeError::new(footer.learned.offset, format!("learned index misses block {position}")));
+        }
+    }
+    Ok(())
+}
+
+/// Check a decoded block against its index entry.
+fn check_block_against_index(block: &Block, entry: &IndexEntry) -> Result<(), DecodeError> {
+    let matches = block.entry_count() == entry.entry_count as usize
+        && *block.first_key() == entry.first_key
+        && *block.last_key() == entry.last_key;
+    if matches { Ok(()) } else { Err(DecodeError::new(0, "data block disagrees with its index entry")) }
+}
+
+/// An open, immutable table file. Metadata (index, bloom filter, learned index) lives in memory; data blocks are
+/// read through the shared [`BlockCache`]. `Send + Sync`.
+pub struct Table<F: env::File> {
+    file: F,
+    file_number: u64,
+    file_size_bytes: u64,
+    cache: Arc<BlockCache>,
+    metadata: Metadata,
+    counters: Counters,
+}
+
+impl<F: env::File> fmt::Debug for Table<F> {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter
+            .debug_struct("Table")
+            .field("path", &self.file.path())
+            .field("file_number", &self.file_number)
+            .field("file_size_bytes", &self.file_size_bytes)
+            .field("data_block_count", &self.metadata.index.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<F: env::File> Table<F> {
+    /// Open a table: read and validate the footer and the metadata blocks (index, bloom, learned index, meta).
+    /// Damage is [`Error::Corruption`] naming the file and the absolute offset; a read that fails its checksum
+    /// is retried up to [`READ_RETRIES_MAX`] times first.
+    pub fn open(file: F, file_number: u64, cache: Arc<BlockCache>) -> Result<Self, Error> {
+        let file_size_bytes = file.len()?;
+        if file_size_bytes < TABLE_SIZE_BYTES_MIN {
+            let reason = format!("file of {file_size_bytes} bytes is too short to be a table");
+            return Err(DecodeError::new(0, reason).in_file(file.path(), 0));
+        }
+        let footer_offset = file_size_bytes - FOOTER_SIZE_BYTES as u64;
+        let counters = Counters::default();
+        let footer = read_verified(&file, &counters, footer_offset, FOOTER_SIZE_BYTES, |bytes| {
+            decode_footer(bytes, file_size_bytes)
+        })?;
+        let region_size_bytes = usize::try_from(footer_offset - footer.index.offset).map_err(|_| {
+            DecodeError::new(0, "metadata larger than memory").in_file(file.path(), footer.index.offset)
+        })?;
+        let metadata = read_verified(&file, &counters, footer.index.offset, region_size_bytes, |bytes| {
+            let relative =
+                |error: DecodeError| DecodeError::new(error.offset.saturating_sub(footer.index.offset), error.reason);
+            decode_metadata(footer, bytes).map_err(relative)
+        })?;
+        assert_eq!(metadata.footer, footer, "metadata decoded from the footer it was given");
+        Ok(Self { file, file_number, file_size_bytes, cache, metadata, counters })
+    }
+
+    /// The number this table was opened with (its block-cache key).
+    pub fn file_number(&self) -> u64 {
+        self.file_number
+    }
+
+    /// The file's size when it was opened.
+    pub fn file_size_bytes(&self) -> u64 {
+        self.file_size_bytes
+    }
+
+    /// How many entries (versions, tombstones included) the table holds.
+    pub fn entry_count(&self) -> u64 {
+        self.metadata.meta.entry_count
+    }
+
+    /// The smallest user key in the table.
+    pub fn min_user_key(&self) -> &[u8] {
+        &self.metadata.meta.min_user_key
+    }
+
+    /// The largest user key in the table.
+    pub fn max_user_key(&self) -> &[u8] {
+        &self.metadata.meta.max_user_key
+    }
+
+    /// The smallest sequence of any entry.
+    pub fn min_sequence(&self) -> Sequence {
+        self.metadata.meta.min_sequence
+    }
+
+    /// The largest sequence of any entry.
+    pub fn max_sequence(&self) -> Sequence {
+        self.metadata.meta.max_sequence
+    }
+
+    /// How many data blocks the table has.
+    pub fn data_block_count(&self) -> usize {
+        self.metadata.index.len()
+    }
+
+    /// A snapshot of this table's read-path counters.
+    pub fn stats(&self) -> TableStats {
+        let load = |counter: &AtomicU64| counter.load(AtomicOrdering::Relaxed);
+        let counters = &self.counters;
+        TableStats {
+            bloom_negatives: load(&counters.bloom_negatives),
+            learned_hits: load(&counters.learned_hits),
+            learned_fallbacks: load(&counters.learned_fallbacks),
+            block_reads: load(&counters.block_reads),
+            block_cache_hits: load(&counters.block_cache_hits),
+            read_retries: load(&counters.read_retries),
+        }
+    }
+
+    /// The newest version of `user_key` with sequence `<= snapshot`: [`Lookup::Found`], [`Lookup::Deleted`] for
+    /// a tombstone, or [`Lookup::NotFound`]. Checks the key range and the Bloom filter before reading a block.
+    pub fn get(&self, user_key: &[u8], snapshot: Sequence) -> Result<Lookup, Error> {
+        if user_key < self.min_user_key() || user_key > self.max_user_key() {
+            return Ok(Lookup::NotFound);
+        }
+        if !self.metadata.bloom.may_contain(user_key) {
+            bump(&self.counters.bloom_negatives);
+            return Ok(Lookup::NotFound);
+        }
+        let Some(block_index) = self.find_block(user_key, snapshot) else {
+            return Ok(Lookup::NotFound);
+        };
+        let block = self.load_block(block_index)?;
+        let found = BlockCursor::seek(block, user_key, snapshot).next_entry();
+        let entry = found.expect("the index promised an entry at or after the seek key in this block");
+        let order = compare_internal(&entry.key.user_key, entry.key.sequence, user_key, snapshot);
+        assert!(order != Ordering::Less, "seek returned an entry before the seek key");
+        Ok(match entry.kind {
+            _ if entry.key.user_key != user_key => Lookup::NotFound,
+            ValueKind::Put => Lookup::Found(entry.value),
+            ValueKind::Delete => Lookup::Deleted,
+        })
+    }
+
+    /// The data block holding the first entry `>= (user_key, sequence)`, through the learned index.
+    fn find_block(&self, user_key: &[u8], sequence: Sequence) -> Option<usize> {
+        let index = &self.metadata.index;
+        let is_before = |position: usize| {
+            let last_key = &index[position].last_key;
+            compare_internal(&last_key.user_key, last_key.sequence, user_key, sequence) == Ordering::Less
+        };
+        let (answer, path) = self.metadata.learned.search(key_to_u64(user_key), index.len(), is_before);
+        bump(match path {
+            SearchPath::Learned => &self.counters.learned_hits,
+            SearchPath::Fallback => &self.counters.learned_fallbacks,
+        });
+        debug_assert_eq!(answer, partition_point(index.len(), is_before), "learned search agrees with binary search");
+        (answer < index.len()).then_some(answer)
+    }
+
+    /// Data block `block_index`, from the cache or the file (verified against its index entry).
+    fn load_block(&self, block_index: usize) -> Result<Arc<Block>, Error> {
+        assert!(block_index < self.metadata.index.len(), "block {block_index} past the index");
+        let entry = &self.metadata.index[block_index];
+        if let Some(block) = self.cache.get(self.file_number, entry.offset) {
+            bump(&self.counters.block_cache_hits);
+            assert_eq!(block.entry_count(), entry.entry_count as usize, "cached block belongs to another file");
+            return Ok(block);
+        }
+        let block = read_verified(&self.file, &self.counters, entry.offset, entry.size_bytes as usize, |bytes| {
+            let block = decode_block(bytes)?;
+            check_block_against_index(&block, entry)?;
+            Ok(block)
+        })?;
+        let block = Arc::new(block);
+        self.cache.insert(self.file_number, entry.offset, Arc::clone(&block));
+        Ok(block)
+    }
+
+    /// Every entry in internal-key order.
+    pub fn iter(&self) -> TableIter<'_, F> {
+        TableIter { table: self, next_block: 0, cursor: None, seek_user_key: None, failed: false }
+    }
+
+    /// Every entry whose user key is `>= start_user_key`, in internal-key order.
+    pub fn iter_from(&self, start_user_key: &[u8]) -> TableIter<'_, F> {
+        let next_block = self.find_block(start_user_key, u64::MAX).unwrap_or(self.metadata.index.len());
+        TableIter { table: self, next_block, cursor: None, seek_user_key: Some(start_user_key.to_vec()), failed: false }
+    }
+}
+
+/// Read `size_bytes` at `offset` and decode them, re-reading up to [`READ_RETRIES_MAX`] times while the decoder
+/// fails (a transient read corruption heals on a re-read; damage on the media does not).
+fn read_verified<F: env::File, T>(
+    file: &F,
+    counters: &Counters,
+    offset: u64,
+    size_bytes: usize,
+    decode: impl Fn(&[u8]) -> Result<T, DecodeError>,
+) -> Result<T, Error> {
+    let mut buffer = vec![0u8; size_bytes];
+    let mut last_error = None;
+    for attempt in 0..=READ_RETRIES_MAX {
+        if attempt > 0 {
+            bump(&counters.read_retries);
+        }
+        file.read_exact_at(offset, &mut buffer)?;
+        bump(&counters.block_reads);
+        match decode(&buffer) {
+            Ok(value) => return Ok(value),
+            Err(error) => last_error = Some(error),
+        }
+    }
+    let error = last_error.expect("every failed attempt records its error");
+    assert!(error.offset <= size_bytes as u64, "decode error offset past the bytes decoded");
+    Err(error.in_file(file.path(), offset))
+}
+
+/// An iterator over a table's entries, yielding `Result<Entry, Error>`. After an error it yields nothing more.
+pub struct TableIter<'a, F: env::File> {
+    table: &'a Table<F>,
+    next_block: usize,
+    cursor: Option<BlockCursor>,
+    seek_user_key: Option<Vec<u8>>,
+    failed: bool,
+}
+
+impl<F: env::File> fmt::Debug for TableIter<'_, F> {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter
+            .debug_struct("TableIter")
+            .field("table", self.table)
+            .field("next_block", &self.next_block)
+            .field("failed", &self.failed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<F: env::File> Iterator for TableIter<'_, F> {
+    type Item = Result<Entry, Error>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let block_count = self.table.metadata.index.len();
+        // Every block holds an entry, so one block load always yields one: two rounds suffice.
+        for _ in 0..2 {
+            if self.failed {
+                return None;
+            }
+            if let Some(entry) = self.cursor.as_mut().and_then(BlockCursor::next_entry) {
+                return Some(Ok(entry));
+            }
+            if self.next_block >= block_count {
+                return None;
+            }
+            match self.table.load_block(self.next_block) {
+                Ok(block) => {
+                    self.cursor = Some(match self.seek_user_key.take() {
+                        Some(start) => BlockCursor::seek(block, &start, u64::MAX),
+                        None => BlockCursor::new(block),
+                    });
+                    self.next_block += 1;
+                }
+                Err(error) => {
+                    self.failed = true;
+                    return Some(Err(error));
+                }
+            }
+        }
+        unreachable!("a loaded block yielded no entry: blocks are never empty");
+    }
+}
+
+/// Every part of a table file, validated.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DecodedTable {
+    /// The meta block.
+    pub meta: TableMeta,
+    /// The index block: one entry per data block.
+    pub index: Vec<IndexEntry>,
+    /// The Bloom filter.
+    pub bloom: BloomFilter,
+    /// The learned index over the data blocks' first keys.
+    pub learned: LearnedIndex,
+    /// Every entry, in internal-key order.
+    pub entries: Vec<Entry>,
+}
+
+/// Decode and validate a whole table file: footer, metadata blocks and their cross-checks, every data block
+/// against its index entry (so keys are strictly ordered across the file), the Bloom filter holding every key,
+/// and the sequence range. Pure; never panics; allocates only in proportion to `bytes.len()`.
+pub fn decode_table(bytes: &[u8]) -> Result<DecodedTable, DecodeError> {
+    let file_size_bytes = bytes.len() as u64;
+    if file_size_bytes < TABLE_SIZE_BYTES_MIN {
+        return Err(DecodeError::new(0, format!("file of {file_size_bytes} bytes is too short to be a table")));
+    }
+    let footer_offset = bytes.len() - FOOTER_SIZE_BYTES;
+    let footer =
+        decode_footer(&bytes[footer_offset..], file_size_bytes).map_err(|error| error.at(footer_offset as u64))?;
+    let metadata = decode_metadata(footer, &bytes[footer.index.offset as usize..footer_offset])?;
+    let mut entries = Vec::new();
+    let (mut min_sequence, mut max_sequence) = (u64::MAX, 0u64);
+    for entry in &metadata.index {
+        let start = entry.offset as usize;
+        let block =
+            decode_block(&bytes[start..start + entry.size_bytes as usize]).map_err(|error| error.at(entry.offset))?;
+        check_block_against_index(&block, entry).map_err(|error| error.at(entry.offset))?;
+        for item in BlockCursor::new(Arc::new(block)) {
+            if !metadata.bloom.may_contain(&item.key.user_key) {
+                return Err(DecodeError::new(footer.bloom.offset, "Bloom filter misses a key of the table"));
+            }
+            min_sequence = min_sequence.min(item.key.sequence);
+            max_sequence = max_sequence.max(item.key.sequence);
+            entries.push(item);
+        }
+    }
+    if (min_sequence, max_sequence) != (metadata.meta.min_sequence, metadata.meta.max_sequence) {
+        return Err(DecodeError::new(footer.meta.offset, "meta block's sequence range disagrees with the entries"));
+    }
+    let Metadata { index, bloom, learned, meta, .. } = metadata;
+    assert_eq!(entries.len() as u64, meta.entry_count, "validated entry counts add up");
+    Ok(DecodedTable { meta, index, bloom, learned, entries })
+}

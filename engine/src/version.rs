@@ -1,0 +1,333 @@
+//! Versions (the live tables per level), merging iteration, the garbage-collection rule, compaction picking.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+use std::sync::Arc;
+
+use env::File;
+
+use crate::error::Result;
+use crate::manifest::{LEVELS, TableMeta};
+use crate::sstable::Table;
+use crate::types::{Entry, Lookup, Sequence, ValueKind};
+
+/// The most sources one merge may combine.
+pub const MERGE_SOURCES_MAX: usize = 4096;
+
+/// A table in a version: its manifest record and its open reader.
+#[derive(Debug)]
+pub struct LiveTable<F: File> {
+    pub meta: TableMeta,
+    pub table: Table<F>,
+}
+
+/// An immutable snapshot of the tables per level. L0 is newest first (its tables may overlap); every deeper level
+/// is sorted by key and its tables do not overlap, and a user key lives in at most one table per level.
+#[derive(Debug)]
+pub struct Version<F: File> {
+    pub levels: Vec<Vec<Arc<LiveTable<F>>>>,
+}
+
+impl<F: File> Default for Version<F> {
+    fn default() -> Self {
+        Self { levels: (0..LEVELS).map(|_| Vec::new()).collect() }
+    }
+}
+
+impl<F: File> Version<F> {
+    /// Every table, level by level.
+    pub fn tables(&self) -> impl Iterator<Item = &Arc<LiveTable<F>>> {
+        self.levels.iter().flatten()
+    }
+
+    pub fn metas(&self) -> Vec<TableMeta> {
+        self.tables().map(|live| live.meta.clone()).collect()
+    }
+
+    pub fn level_bytes(&self, level: usize) -> u64 {
+        self.levels[level].iter().map(|live| live.meta.size_bytes).sum()
+    }
+
+    /// Look `user_key` up at `snapshot`, newest source first; stops at the first Found or Deleted (ADR-0013).
+    pub fn get(&self, user_key: &[u8], snapshot: Sequence) -> Result<Lookup> {
+        for live in &self.levels[0] {
+            if !covers(&live.meta, user_key) {
+                continue;
+            }
+            match live.table.get(user_key, snapshot)? {
+                Lookup::NotFound => continue,
+                found => return Ok(found),
+            }
+        }
+        for level in &self.levels[1..] {
+            let index = level.partition_point(|live| live.meta.max_key.as_slice() < user_key);
+            let Some(live) = level.get(index) else { continue };
+            if !covers(&live.meta, user_key) {
+                continue;
+            }
+            match live.table.get(user_key, snapshot)? {
+                Lookup::NotFound => continue,
+                found => return Ok(found),
+            }
+        }
+        Ok(Lookup::NotFound)
+    }
+
+    /// A new version with `removed` file numbers taken out and `added` tables put in their levels.
+    pub fn apply(&self, removed: &[u64], added: Vec<Arc<LiveTable<F>>>) -> Self {
+        let mut levels: Vec<Vec<Arc<LiveTable<F>>>> = self
+            .levels
+            .iter()
+            .map(|level| level.iter().filter(|t| !removed.contains(&t.meta.file_number)).cloned().collect())
+            .collect();
+        let kept: usize = levels.iter().map(Vec::len).sum();
+        assert_eq!(kept + removed.len(), self.tables().count(), "removed a table that was not in the version");
+        for live in added {
+            levels[live.meta.level as usize].push(live);
+        }
+        levels[0].sort_by(|a, b| b.meta.max_sequence.cmp(&a.meta.max_sequence));
+        for level in &mut levels[1..] {
+            level.sort_by(|a, b| a.meta.min_key.cmp(&b.meta.min_key));
+        }
+        Self { levels }
+    }
+
+    /// Structural invariants: level order, no overlap in levels >= 1, meta agrees with the table.
+    pub fn check(&self, last_sequence: Sequence) -> std::result::Result<(), String> {
+        for (level, tables) in self.levels.iter().enumerate() {
+            for live in tables {
+                let meta = &live.meta;
+                if meta.level as usize != level || meta.min_key > meta.max_key || meta.max_sequence > last_sequence {
+                    return Err(format!("table {} has a bad record {meta:?}", meta.file_number));
+                }
+                if live.table.min_user_key() != meta.min_key.as_slice()
+                    || live.table.max_user_key() != meta.max_key.as_slice()
+                {
+                    return Err(format!("table {} key range disagrees with its manifest record", meta.file_number));
+                }
+            }
+            for pair in tables.windows(2) {
+                let (a, b) = (&pair[0].meta, &pair[1].meta);
+                if level == 0 && a.max_sequence < b.max_sequence {
+                    return Err(format!("L0 tables {} and {} out of sequence order", a.file_number, b.file_number));
+                }
+                if level > 0 && a.max_key >= b.min_key {
+                    return Err(format!("L{level} tables {} and {} overlap", a.file_number, b.file_number));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn covers(meta: &TableMeta, user_key: &[u8]) -> bool {
+    meta.min_key.as_slice() <= user_key && user_key <= meta.max_key.as_slice()
+}
+
+/// True when the two key ranges overlap.
+pub fn overlaps(meta: &TableMeta, min_key: &[u8], max_key: &[u8]) -> bool {
+    meta.min_key.as_slice() <= max_key && min_key <= meta.max_key.as_slice()
+}
+
+/// A source of entries in internal-key order.
+pub type EntrySource<'a> = Box<dyn Iterator<Item = Result<Entry>> + 'a>;
+
+struct HeapItem {
+    entry: Entry,
+    source: usize,
+}
+
+impl PartialEq for HeapItem {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for HeapItem {}
+
+impl PartialOrd for HeapItem {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for HeapItem {
+    /// Reversed: the heap pops the smallest internal key first; ties go to the lower (newer) source.
+    fn cmp(&self, other: &Self) -> Ordering {
+        other.entry.key.cmp(&self.entry.key).then(other.source.cmp(&self.source))
+    }
+}
+
+/// Merges sources (each in internal-key order; sources listed newest first) into one internal-key order.
+/// An exact duplicate (same key and sequence) from an older source is skipped.
+pub struct MergeIter<'a> {
+    sources: Vec<EntrySource<'a>>,
+    heap: BinaryHeap<HeapItem>,
+    last: Option<(Vec<u8>, Sequence)>,
+    primed: bool,
+}
+
+impl<'a> MergeIter<'a> {
+    pub fn new(sources: Vec<EntrySource<'a>>) -> Self {
+        assert!(sources.len() <= MERGE_SOURCES_MAX, "too many merge sources");
+        Self { sources, heap: BinaryHeap::new(), last: None, primed: false }
+    }
+
+    fn refill(&mut self, source: usize) -> Result<()> {
+        if let Some(next) = self.sources[source].next() {
+            self.heap.push(HeapItem { entry: next?, source });
+        }
+        Ok(())
+    }
+}
+
+impl Iterator for MergeIter<'_> {
+    type Item = Result<Entry>;
+
+    fn next(&mut self) -> Option<Result<Entry>> {
+        if !self.primed {
+            self.primed = true;
+            for source in 0..self.sources.len() {
+                if let Err(error) = self.refill(source) {
+                    return Some(Err(error));
+                }
+            }
+        }
+        loop {
+            let item = self.heap.pop()?;
+            if let Err(error) = self.refill(item.source) {
+                return Some(Err(error));
+            }
+            let key = (item.entry.key.user_key.clone(), item.entry.key.sequence);
+            if self.last.as_ref() == Some(&key) {
+                continue;
+            }
+            if let Some(last) = &self.last {
+                let order = crate::types::compare_internal(&last.0, last.1, &key.0, key.1);
+                assert_eq!(order, Ordering::Less, "merge produced keys out of order");
+            }
+            self.last = Some(key);
+            return Some(Ok(item.entry));
+        }
+    }
+}
+
+/// The versions compaction keeps of one user key, given newest-first `versions`:
+/// every version newer than `watermark`, plus the newest at or below it (what the oldest live snapshot sees),
+/// minus that one if it is a tombstone and nothing older can exist below (`is_bottom`). ADR-0016.
+pub fn retain_versions(versions: Vec<Entry>, watermark: Sequence, is_bottom: bool) -> Vec<Entry> {
+    let mut kept = Vec::with_capacity(versions.len());
+    for entry in versions {
+        if entry.key.sequence > watermark {
+            kept.push(entry);
+            continue;
+        }
+        if !(is_bottom && entry.kind == ValueKind::Delete) {
+            kept.push(entry);
+        }
+        break;
+    }
+    debug_assert!(kept.windows(2).all(|pair| pair[0].key.sequence > pair[1].key.sequence));
+    kept
+}
+
+/// What one compaction job does.
+#[derive(Debug)]
+pub struct CompactionPick<F: File> {
+    pub inputs: Vec<Arc<LiveTable<F>>>,
+    pub output_level: usize,
+}
+
+/// Pick the next compaction, if any is due: all of L0 once it has `l0_trigger` tables; else the first level over
+/// its size budget. `force` picks something whenever L0 has a table (a BUGGIFY site).
+pub fn pick_compaction<F: File>(
+    version: &Version<F>,
+    l0_trigger: usize,
+    level1_size_bytes: u64,
+    level_size_ratio: u64,
+    force: bool,
+) -> Option<CompactionPick<F>> {
+    if version.levels[0].len() >= l0_trigger.max(1) || (force && !version.levels[0].is_empty()) {
+        return Some(with_overlaps(version, version.levels[0].clone(), 1));
+    }
+    let mut budget = level1_size_bytes;
+    for level in 1..LEVELS - 1 {
+        if version.level_bytes(level) > budget {
+            let first = version.levels[level][0].clone();
+            return Some(with_overlaps(version, vec![first], level + 1));
+        }
+        budget = budget.saturating_mul(level_size_ratio);
+    }
+    None
+}
+
+/// Every table of the whole version, into the last level.
+pub fn pick_full<F: File>(version: &Version<F>) -> Option<CompactionPick<F>> {
+    let inputs: Vec<Arc<LiveTable<F>>> = version.tables().cloned().collect();
+    if inputs.is_empty() {
+        return None;
+    }
+    Some(CompactionPick { inputs, output_level: LEVELS - 1 })
+}
+
+fn with_overlaps<F: File>(
+    version: &Version<F>,
+    mut inputs: Vec<Arc<LiveTable<F>>>,
+    output_level: usize,
+) -> CompactionPick<F> {
+    assert!(!inputs.is_empty() && output_level < LEVELS, "empty compaction");
+    let min_key = inputs.iter().map(|t| t.meta.min_key.clone()).min().expect("inputs");
+    let max_key = inputs.iter().map(|t| t.meta.max_key.clone()).max().expect("inputs");
+    for live in &version.levels[output_level] {
+        if overlaps(&live.meta, &min_key, &max_key) {
+            inputs.push(live.clone());
+        }
+    }
+    CompactionPick { inputs, output_level }
+}
+
+/// True when no level below `output_level` holds a table overlapping the key range: tombstones can go.
+pub fn is_bottom<F: File>(version: &Version<F>, output_level: usize, min_key: &[u8], max_key: &[u8]) -> bool {
+    version.levels[output_level + 1..].iter().flatten().all(|live| !overlaps(&live.meta, min_key, max_key))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::InternalKey;
+
+    fn entry(key: &str, sequence: u64, kind: ValueKind) -> Entry {
+        let value = if kind == ValueKind::Put { format!("{key}@{sequence}").into_bytes() } else { Vec::new() };
+        Entry { key: InternalKey::new(key.as_bytes(), sequence), kind, value }
+    }
+
+    #[test]
+    fn retain_keeps_what_snapshots_need_and_drops_bottom_tombstones() {
+        let versions = vec![
+            entry("a", 9, ValueKind::Put),
+            entry("a", 7, ValueKind::Delete),
+            entry("a", 4, ValueKind::Put),
+            entry("a", 2, ValueKind::Put),
+        ];
+        let seqs = |kept: Vec<Entry>| kept.iter().map(|e| e.key.sequence).collect::<Vec<_>>();
+        assert_eq!(seqs(retain_versions(versions.clone(), 9, false)), vec![9]);
+        assert_eq!(seqs(retain_versions(versions.clone(), 5, false)), vec![9, 7, 4]);
+        assert_eq!(seqs(retain_versions(versions.clone(), 7, false)), vec![9, 7]);
+        assert_eq!(seqs(retain_versions(versions.clone(), 7, true)), vec![9]);
+        assert_eq!(seqs(retain_versions(versions, 1, true)), vec![9, 7, 4, 2]);
+    }
+
+    #[test]
+    fn merge_orders_and_skips_duplicates() {
+        let newer: Vec<Result<Entry>> = vec![Ok(entry("a", 5, ValueKind::Put)), Ok(entry("c", 6, ValueKind::Put))];
+        let older: Vec<Result<Entry>> =
+            vec![Ok(entry("a", 5, ValueKind::Put)), Ok(entry("a", 3, ValueKind::Put)), Ok(entry("b", 1, ValueKind::Put))];
+        let merged: Vec<(String, u64)> = MergeIter::new(vec![Box::new(newer.into_iter()), Box::new(older.into_iter())])
+            .map(|e| {
+                let e = e.unwrap();
+                (String::from_utf8(e.key.user_key).unwrap(), e.key.sequence)
+            })
+            .collect();
+        assert_eq!(merged, vec![("a".into(), 5), ("a".into(), 3), ("b".into(), 1), ("c".into(), 6)]);
+    }
+}

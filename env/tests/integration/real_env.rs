@@ -1,0 +1,139 @@
+//! `RealEnv` against the real file system, in a fresh directory under the OS temp dir.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use env::{Env, Error, File, OpenOptions, Op, RealEnv, TaskStep};
+
+/// A fresh directory, removed (with everything in it) on drop.
+struct TempDir {
+    path: PathBuf,
+}
+
+impl TempDir {
+    #[expect(clippy::disallowed_methods, reason = "tests of RealEnv need a scratch directory in the OS temp dir")]
+    fn new(env: &RealEnv, name: &str) -> Self {
+        let unique = format!("holdfast-env-{name}-{}-{:016x}", std::process::id(), env.random_u64());
+        let path = std::env::temp_dir().join(unique);
+        env.create_dir_all(&path).expect("create the temp dir");
+        Self { path }
+    }
+
+    fn join(&self, name: &str) -> PathBuf {
+        self.path.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    #[expect(clippy::disallowed_methods, reason = "removing the scratch directory of a RealEnv test")]
+    fn drop(&mut self) {
+        // Best effort: a leftover temp dir must not turn a passing test into a panic.
+        let _ignored = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+#[test]
+fn files_round_trip_through_the_real_file_system() {
+    let env = RealEnv::new();
+    let dir = TempDir::new(&env, "roundtrip");
+    let a = dir.join("a");
+    assert!(!env.exists(&a).expect("exists"));
+    assert!(matches!(env.open(&a, OpenOptions::read()), Err(Error::NotFound { op: Op::Open, .. })));
+
+    let file = env.open(&a, OpenOptions::create_new()).expect("create");
+    assert!(matches!(env.open(&a, OpenOptions::create_new()), Err(Error::AlreadyExists { .. })));
+    assert!(file.is_empty().expect("empty"));
+    let data: Vec<u8> = (0..5000u32).map(|i| (i * 7 % 256) as u8).collect();
+    file.write_all_at(0, &data).expect("write");
+    file.write_all_at(10_000, b"tail").expect("write past the end");
+    file.sync().expect("sync");
+    assert_eq!(file.len().expect("len"), 10_004);
+    let all = file.read_all().expect("read");
+    assert_eq!(&all[..5000], &data[..]);
+    assert!(all[5000..10_000].iter().all(|&byte| byte == 0), "a hole reads as zeros");
+    assert_eq!(&all[10_000..], b"tail");
+    assert_eq!(file.append(b"++").expect("append"), 10_004);
+
+    file.set_len(100).expect("truncate");
+    assert_eq!(file.read_all().expect("read"), data[..100]);
+    file.set_len(200).expect("extend");
+    let extended = file.read_all().expect("read");
+    assert_eq!(extended.len(), 200);
+    assert!(extended[100..].iter().all(|&byte| byte == 0));
+    let mut past_end = [0u8; 4];
+    assert_eq!(file.read_at(200, &mut past_end).expect("read at the end"), 0);
+    assert!(matches!(file.read_exact_at(198, &mut past_end), Err(Error::UnexpectedEof { .. })));
+
+    let read_only = env.open(&a, OpenOptions::read()).expect("open read-only");
+    assert!(read_only.write_at(0, b"x").is_err(), "a read-only handle refuses writes");
+    let truncated = env.open(&a, OpenOptions::create_truncate()).expect("create_truncate");
+    assert_eq!(truncated.len().expect("len"), 0);
+    truncated.write_all_at(0, b"fresh").expect("write");
+
+    let b = dir.join("b");
+    env.rename(&a, &b).expect("rename");
+    env.sync_dir(&dir.path).expect("sync_dir");
+    assert!(!env.exists(&a).expect("exists"));
+    assert_eq!(env.open(&b, OpenOptions::read()).expect("open b").read_all().expect("read"), b"fresh");
+
+    env.create_dir_all(&dir.join("sub/deeper")).expect("mkdir");
+    env.open(&dir.join("c"), OpenOptions::create_new()).expect("create c");
+    assert_eq!(env.list_dir(&dir.path).expect("list"), vec![b.clone(), dir.join("c"), dir.join("sub")]);
+    env.remove_file(&b).expect("remove");
+    assert!(matches!(env.remove_file(&b), Err(Error::NotFound { op: Op::Remove, .. })));
+    env.sync_dir(&dir.path).expect("sync_dir");
+    assert_eq!(env.list_dir(&dir.path).expect("list"), vec![dir.join("c"), dir.join("sub")]);
+    assert!(matches!(env.list_dir(&dir.join("missing")), Err(Error::NotFound { op: Op::ListDir, .. })));
+}
+
+#[test]
+fn set_len_through_a_read_only_real_handle_is_refused() {
+    let env = RealEnv::new();
+    let dir = TempDir::new(&env, "readonly");
+    let path = dir.join("a");
+    env.open(&path, OpenOptions::create_new()).expect("create").write_all_at(0, b"0123456789").expect("write");
+    let read_only = env.open(&path, OpenOptions::read()).expect("open");
+    let result = read_only.set_len(2);
+    assert!(matches!(result, Err(Error::InvalidInput { op: Op::SetLen, .. })), "{result:?}");
+    assert_eq!(read_only.len().expect("len"), 10);
+}
+
+#[test]
+fn spawned_task_runs_to_completion_on_another_thread() {
+    let env = RealEnv::new();
+    let steps = Arc::new(AtomicU64::new(0));
+    let other_thread = Arc::new(AtomicU64::new(0));
+    let caller = std::thread::current().id();
+    let (task_steps, task_thread) = (Arc::clone(&steps), Arc::clone(&other_thread));
+    let handle = env.spawn(
+        "counter",
+        Box::new(move || {
+            if std::thread::current().id() != caller {
+                task_thread.fetch_add(1, Ordering::SeqCst);
+            }
+            if task_steps.fetch_add(1, Ordering::SeqCst) + 1 == 10 { TaskStep::Done } else { TaskStep::Continue }
+        }),
+    );
+    assert_eq!(handle.name(), "counter");
+    assert_eq!(env.wait(&handle), Ok(()));
+    assert!(env.is_finished(&handle));
+    assert_eq!(steps.load(Ordering::SeqCst), 10);
+    assert_eq!(other_thread.load(Ordering::SeqCst), 10, "every step ran off the caller's thread");
+    assert_eq!(env.wait(&handle), Ok(()), "waiting again on a finished task returns at once");
+}
+
+#[test]
+fn real_lock_conflicts_until_released() {
+    let env = RealEnv::new();
+    let dir = TempDir::new(&env, "lock");
+    let path = dir.join("LOCK");
+    let first = env.lock(&path).expect("first lock");
+    assert!(env.exists(&path).expect("exists"), "lock creates the file");
+    let second = env.lock(&path);
+    assert!(matches!(&second, Err(Error::Locked { op: Op::Lock, path: at }) if *at == path), "{second:?}");
+    drop(first);
+    let third = env.lock(&path).expect("released on drop");
+    drop(third);
+    assert!(matches!(env.lock(Path::new("/nonexistent-holdfast-dir/LOCK")), Err(Error::NotFound { .. })));
+}

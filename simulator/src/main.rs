@@ -1,0 +1,395 @@
+//! The simulator's command line. See `--help`.
+//!
+//! Structure: [`Cli`] parses; [`Mode::from_cli`] picks one mode; each mode has one function returning an exit
+//! code (0 pass, 1 failure, 2 bad input). Later flags (`--target`, `--shrink`, `--save`, `--canary`) slot in as a
+//! target choice passed to the generic mode functions and as new modes.
+
+use std::hash::Hasher;
+use std::io::IsTerminal;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::Parser;
+use env::{Env, File, OpenOptions, RealEnv, StableHasher};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use simulator::engine_target::Step;
+use simulator::schedule::SCHEDULE_SIZE_BYTES_MAX;
+use simulator::{
+    EngineTarget, Outcome, RunOptions, Schedule, SwarmConfig, SwarmOptions, SwarmSummary, Target, bench,
+    check_determinism, parse_seed, run_schedule_target, run_swarm, run_target,
+};
+
+/// Exit code of a run whose invariants all held.
+const EXIT_PASS: u8 = 0;
+/// Exit code of a failing run (or missing required coverage, or non-determinism).
+const EXIT_FAIL: u8 = 1;
+/// Exit code of bad input.
+const EXIT_BAD_INPUT: u8 = 2;
+
+/// holdfast's deterministic simulator: runs the engine on a simulated disk with seeded faults, crashes and
+/// background-work interleavings, checks invariants after every step, and replays any failure exactly.
+///
+/// Every run ends with `digest: <16 hex digits>`, a hash of every step, its result and the final disk image:
+/// the same seed gives the same digest on every machine and in every process.
+///
+/// Exit codes: 0 pass, 1 an invariant failed (or coverage was missing, or the run was not deterministic),
+/// 2 bad input.
+#[derive(Debug, Parser)]
+#[command(name = "simulator", version, about, long_about)]
+struct Cli {
+    /// Run this one seed (decimal, or hexadecimal with 0x: `--seed 0xDEADBEEF` is `--seed 3735928559`).
+    /// Defaults to 0. Also read from the SIMULATOR_SEED environment variable.
+    #[arg(long, env = "SIMULATOR_SEED", value_parser = parse_seed_arg)]
+    seed: Option<u64>,
+
+    /// Steps per run (the liveness phase and final crash come after them).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(0..=simulator::runner::STEPS_MAX))]
+    steps: u64,
+
+    /// Run a swarm: every seed in A..B (end exclusive; decimal or 0x-hex), each with its own configuration,
+    /// with a progress bar on stderr and a summary with coverage totals.
+    #[arg(long, value_name = "A..B", value_parser = parse_range)]
+    seeds: Option<Range<u64>>,
+
+    /// Swarm: stop at the first failing seed.
+    #[arg(long)]
+    stop_on_failure: bool,
+
+    /// Swarm: run only this shard, I/N: seed s runs in shard s mod N.
+    #[arg(long, value_name = "I/N", value_parser = parse_shard)]
+    shard: Option<(u64, u64)>,
+
+    /// Swarm: print the summary as one JSON object on stdout (seeds run, failures, coverage totals, required
+    /// and missing coverage, digest), for merging shards.
+    #[arg(long)]
+    json: bool,
+
+    /// Swarm: exit 1 if any coverage counter the swarm's configurations require is zero (every enabled fault
+    /// kind, every crash place, BUGGIFY sites fired, flushes, compactions), printing which.
+    #[arg(long)]
+    require_coverage: bool,
+
+    /// Replay a schedule JSON file (as written by --save-schedule); the seed and configuration come from it.
+    #[arg(long, value_name = "FILE")]
+    replay: Option<PathBuf>,
+
+    /// Write a JSON-lines trace: one line per step with its result and the running digest.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
+
+    /// Write the steps that ran as a schedule JSON file (replay it with --replay).
+    #[arg(long, value_name = "FILE")]
+    save_schedule: Option<PathBuf>,
+
+    /// Run twice in this process and compare the digest after every step; report the first diverging step.
+    #[arg(long)]
+    check_determinism: bool,
+
+    /// Benchmark: a fixed schedule with every invariant on; prints `steps_per_second: <integer>`, then replays
+    /// the same client operations on real IO in a temporary directory and prints `speedup_vs_real_io: <float>`
+    /// (real time per operation over simulated time per step).
+    #[arg(long)]
+    bench: bool,
+}
+
+fn parse_seed_arg(text: &str) -> Result<u64, String> {
+    parse_seed(text)
+}
+
+fn parse_range(text: &str) -> Result<Range<u64>, String> {
+    let (start, end) = text.split_once("..").ok_or_else(|| format!("invalid range {text:?}: want A..B"))?;
+    let (start, end) = (parse_seed(start)?, parse_seed(end)?);
+    if start >= end {
+        return Err(format!("invalid range {text:?}: empty (A must be below B)"));
+    }
+    if end - start > simulator::swarm::SWARM_SEEDS_MAX {
+        return Err(format!("invalid range {text:?}: more than {} seeds", simulator::swarm::SWARM_SEEDS_MAX));
+    }
+    Ok(start..end)
+}
+
+fn parse_shard(text: &str) -> Result<(u64, u64), String> {
+    let (index, count) = text.split_once('/').ok_or_else(|| format!("invalid shard {text:?}: want I/N"))?;
+    let index: u64 = index.trim().parse().map_err(|_| format!("invalid shard index in {text:?}"))?;
+    let count: u64 = count.trim().parse().map_err(|_| format!("invalid shard count in {text:?}"))?;
+    if count == 0 || index >= count {
+        return Err(format!("invalid shard {text:?}: need 0 <= I < N"));
+    }
+    Ok((index, count))
+}
+
+/// What the command line asks for.
+enum Mode {
+    Bench,
+    Replay(PathBuf),
+    Swarm(Range<u64>),
+    Determinism(u64),
+    Single(u64),
+}
+
+impl Mode {
+    fn from_cli(cli: &Cli) -> Self {
+        if cli.bench {
+            Mode::Bench
+        } else if let Some(path) = &cli.replay {
+            Mode::Replay(path.clone())
+        } else if let Some(seeds) = &cli.seeds {
+            Mode::Swarm(seeds.clone())
+        } else if cli.check_determinism {
+            Mode::Determinism(cli.seed.unwrap_or(0))
+        } else {
+            Mode::Single(cli.seed.unwrap_or(0))
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let code = match Mode::from_cli(&cli) {
+        Mode::Bench => bench_mode(),
+        Mode::Replay(path) => replay_mode::<EngineTarget>(&cli, &path),
+        Mode::Swarm(seeds) => swarm_mode::<EngineTarget>(&cli, seeds),
+        Mode::Determinism(seed) => determinism_mode::<EngineTarget>(&cli, seed),
+        Mode::Single(seed) => single_mode::<EngineTarget>(&cli, seed),
+    };
+    ExitCode::from(code)
+}
+
+fn bad_input(message: &str) -> u8 {
+    eprintln!("error: {message}");
+    EXIT_BAD_INPUT
+}
+
+fn read_file(path: &Path) -> Result<String, String> {
+    let env = RealEnv::new();
+    let file = env.open(path, OpenOptions::read()).map_err(|error| format!("cannot read {}: {error}", path.display()))?;
+    let len = file.len().map_err(|error| error.to_string())?;
+    if len > SCHEDULE_SIZE_BYTES_MAX {
+        return Err(format!("{} is {len} bytes, above {SCHEDULE_SIZE_BYTES_MAX}", path.display()));
+    }
+    let bytes = file.read_all().map_err(|error| format!("cannot read {}: {error}", path.display()))?;
+    String::from_utf8(bytes).map_err(|_| format!("{} is not UTF-8", path.display()))
+}
+
+fn write_file(path: &Path, text: &str) -> Result<(), String> {
+    let env = RealEnv::new();
+    let file = env
+        .open(path, OpenOptions::create_truncate())
+        .map_err(|error| format!("cannot write {}: {error}", path.display()))?;
+    file.write_all_at(0, text.as_bytes()).map_err(|error| format!("cannot write {}: {error}", path.display()))?;
+    file.sync().map_err(|error| format!("cannot sync {}: {error}", path.display()))
+}
+
+fn run_options(cli: &Cli) -> RunOptions {
+    RunOptions { steps: cli.steps, record_trace: cli.trace.is_some(), ..RunOptions::default() }
+}
+
+/// Write the trace and schedule files asked for. False (after printing why) on an IO error.
+fn write_outputs<S: serde::Serialize + serde::de::DeserializeOwned>(cli: &Cli, outcome: &Outcome<S>) -> bool {
+    if let Some(path) = &cli.trace {
+        let mut text = outcome.trace.join("\n");
+        text.push('\n');
+        if let Err(error) = write_file(path, &text) {
+            eprintln!("error: {error}");
+            return false;
+        }
+    }
+    if let Some(path) = &cli.save_schedule {
+        if let Err(error) = write_file(path, &outcome.schedule.to_json()) {
+            eprintln!("error: {error}");
+            return false;
+        }
+        println!("schedule saved: {} ({} steps)", path.display(), outcome.schedule.steps.len());
+    }
+    true
+}
+
+/// Print a run's result; returns its exit code.
+fn report_run<S>(outcome: &Outcome<S>, replay_command: &str) -> u8 {
+    println!("steps: {} (work steps {})", outcome.steps_run, outcome.work_steps);
+    let counters: Vec<String> =
+        outcome.coverage.counters.iter().map(|(name, count)| format!("{name}={count}")).collect();
+    println!("coverage: {}", counters.join(" "));
+    let code = match &outcome.failure {
+        None => {
+            println!("result: pass");
+            EXIT_PASS
+        }
+        Some(failure) => {
+            print!("{}", failure.report());
+            println!("replay: {replay_command}");
+            println!("first failure: seed={} step={} invariant={}", failure.seed, failure.step, failure.invariant);
+            EXIT_FAIL
+        }
+    };
+    println!("digest: {}", outcome.digest_hex());
+    code
+}
+
+fn single_mode<T: Target>(cli: &Cli, seed: u64) -> u8 {
+    let config = SwarmConfig::from_seed(seed);
+    println!("seed: {seed} (0x{seed:x}) target: {} steps: {}", T::NAME, cli.steps);
+    println!("{config}");
+    let outcome = run_target::<T>(seed, &run_options(cli));
+    if !write_outputs(cli, &outcome) {
+        return EXIT_BAD_INPUT;
+    }
+    report_run(&outcome, &format!("cargo run --release -p simulator -- --seed {seed} --steps {}", cli.steps))
+}
+
+fn replay_mode<T: Target>(cli: &Cli, path: &Path) -> u8 {
+    let text = match read_file(path) {
+        Ok(text) => text,
+        Err(error) => return bad_input(&error),
+    };
+    let schedule = match Schedule::<T::Step>::from_json(&text, T::NAME) {
+        Ok(schedule) => schedule,
+        Err(error) => return bad_input(&format!("{}: {error}", path.display())),
+    };
+    println!("replay: {} seed: {} steps: {}", path.display(), schedule.seed, schedule.steps.len());
+    println!("{}", schedule.config);
+    let outcome = run_schedule_target::<T>(&schedule, &run_options(cli));
+    if !write_outputs(cli, &outcome) {
+        return EXIT_BAD_INPUT;
+    }
+    report_run(&outcome, &format!("cargo run --release -p simulator -- --replay {}", path.display()))
+}
+
+fn determinism_mode<T: Target>(cli: &Cli, seed: u64) -> u8 {
+    let options = RunOptions { steps: cli.steps, record_step_digests: true, ..RunOptions::default() };
+    let mut digest = 0;
+    let result = check_determinism(|| {
+        let outcome = run_target::<T>(seed, &options);
+        digest = outcome.digest;
+        outcome
+    });
+    let code = match result {
+        Ok(steps) => {
+            println!("determinism: ok (seed {seed}, {steps} steps, two runs identical)");
+            EXIT_PASS
+        }
+        Err((step, first, second)) => {
+            println!("determinism: DIVERGED at step {step} (digest {first:016x} then {second:016x})");
+            EXIT_FAIL
+        }
+    };
+    println!("digest: {digest:016x}");
+    code
+}
+
+fn progress_bar(seeds: u64) -> ProgressBar {
+    let target =
+        if std::io::stderr().is_terminal() { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
+    let bar = ProgressBar::with_draw_target(Some(seeds), target);
+    let style = ProgressStyle::with_template("{bar:40} {pos}/{len} seeds, {msg} [{elapsed_precise}, eta {eta}]")
+        .unwrap_or_else(|_| ProgressStyle::default_bar());
+    bar.set_style(style);
+    bar
+}
+
+fn swarm_mode<T: Target>(cli: &Cli, seeds: Range<u64>) -> u8 {
+    let options =
+        SwarmOptions { seeds, shard: cli.shard, stop_on_failure: cli.stop_on_failure, run: run_options(cli) };
+    let seeds_total = options.shard_seeds().count() as u64;
+    let bar = progress_bar(seeds_total);
+    let mut failures = 0u64;
+    let mut digests = StableHasher::new();
+    let summary = run_swarm::<T>(&options, |outcome| {
+        digests.write_u64(outcome.seed);
+        digests.write_u64(outcome.digest);
+        if let Some(failure) = &outcome.failure {
+            failures += 1;
+            bar.println(format!(
+                "FAIL seed={} step={} invariant={} ({})",
+                failure.seed, failure.step, failure.invariant, failure.kind
+            ));
+        }
+        bar.set_message(format!("{failures} failed"));
+        bar.inc(1);
+    });
+    bar.finish_and_clear();
+    let digest = digests.finish();
+    let missing = summary.missing_coverage();
+    let coverage_failed = cli.require_coverage && !missing.is_empty();
+    let code = if !summary.failures.is_empty() || coverage_failed { EXIT_FAIL } else { EXIT_PASS };
+    if cli.json {
+        print_swarm_json(&summary, &missing, digest);
+        return code;
+    }
+    print_swarm_text(cli, &summary, &missing);
+    println!("digest: {digest:016x}");
+    code
+}
+
+fn print_swarm_json(summary: &SwarmSummary, missing: &[String], digest: u64) {
+    let json = serde_json::json!({
+        "seeds_run": summary.seeds_run,
+        "seeds_passed": summary.seeds_passed,
+        "failures": summary.failures,
+        "coverage": summary.coverage,
+        "required": summary.required,
+        "missing_coverage": missing,
+        "digest": format!("{digest:016x}"),
+    });
+    println!("{json}");
+}
+
+fn print_swarm_text(cli: &Cli, summary: &SwarmSummary, missing: &[String]) {
+    println!(
+        "seeds: run={} passed={} failed={}",
+        summary.seeds_run,
+        summary.seeds_passed,
+        summary.failures.len()
+    );
+    println!("coverage totals:");
+    for (name, count) in &summary.coverage.counters {
+        let required = if summary.required.contains(name) { " (required)" } else { "" };
+        println!("  {name}: {count}{required}");
+    }
+    if cli.require_coverage {
+        if missing.is_empty() {
+            println!("required coverage: all {} counters above zero", summary.required.len());
+        } else {
+            println!("MISSING coverage (required, zero): {}", missing.join(", "));
+        }
+    }
+    for failure in &summary.failures {
+        println!(
+            "failed: seed={} step={} invariant={} kind={} replay: cargo run --release -p simulator -- --seed {} \
+             --steps {}",
+            failure.seed, failure.step, failure.invariant, failure.kind, failure.seed, cli.steps
+        );
+    }
+    if let Some(first) = summary.failures.first() {
+        println!("first failure: seed={} step={} invariant={}", first.seed, first.step, first.invariant);
+    }
+}
+
+fn bench_mode() -> u8 {
+    let env = RealEnv::new();
+    let dir = PathBuf::from(format!("/tmp/holdfast-bench-{}", std::process::id()));
+    if let Err(error) = env.create_dir_all(&dir) {
+        return bad_input(&format!("cannot create {}: {error}", dir.display()));
+    }
+    let result = bench::run_bench(bench::BENCH_STEPS, &dir);
+    let (report, outcome): (bench::BenchReport, Outcome<Step>) = match result {
+        Ok(result) => result,
+        Err(error) => {
+            eprintln!("error: bench: {error}");
+            return EXIT_FAIL;
+        }
+    };
+    println!("steps_per_second: {}", report.steps_per_second);
+    println!("speedup_vs_real_io: {:.1}", report.speedup_vs_real_io);
+    println!(
+        "(sim: {} steps in {} ms; real IO: {} ops in {} ms, {} ops/s)",
+        report.sim_work_steps,
+        report.sim_nanos / 1_000_000,
+        report.real_ops,
+        report.real_nanos / 1_000_000,
+        report.real_ops_per_second
+    );
+    let code = report_run(&outcome, "cargo run --release -p simulator -- --bench");
+    if report.passed { code } else { EXIT_FAIL }
+}
