@@ -8,7 +8,7 @@ use env::{Env, TaskHandle};
 
 use crate::error::{Error, Result};
 use crate::memtable::Memtable;
-use crate::options::{Options, SyncMode};
+use crate::options::Options;
 use crate::sstable::BlockCache;
 use crate::types::{KEY_SIZE_BYTES_MAX, Lookup, Sequence, VALUE_SIZE_BYTES_MAX, ValueKind};
 use crate::version::{EntrySource, MergeIter, Version};
@@ -16,6 +16,14 @@ use crate::wal::{Batch, BatchWrite, RecordKind, WalWriter};
 
 /// How many times a write waits for a flush before giving up on a stall (each wait finishes a flush).
 pub const STALL_WAITS_MAX: u32 = 1024;
+
+/// A commit appended to the log and not yet acknowledged.
+#[derive(Debug)]
+pub(crate) struct PendingCommit {
+    pub(crate) batch: Batch,
+    pub(crate) wal_number: u64,
+    pub(crate) end_offset: u64,
+}
 
 /// A memtable waiting to be flushed, and the log segment that holds its writes.
 #[derive(Debug)]
@@ -34,6 +42,12 @@ pub(crate) struct State<E: Env> {
     pub(crate) next_file_number: u64,
     /// The last acknowledged (and visible) sequence.
     pub(crate) last_sequence: Sequence,
+    /// The next sequence a commit gets (commits between are appended, not yet acknowledged).
+    pub(crate) next_sequence: Sequence,
+    /// Appended commits waiting for a sync, in sequence order.
+    pub(crate) pending_commits: VecDeque<PendingCommit>,
+    pub(crate) group_commit_task: Option<TaskHandle>,
+    pub(crate) tracker: crate::ssi::ConflictTracker,
     pub(crate) flush_task: Option<TaskHandle>,
     pub(crate) compaction_task: Option<TaskHandle>,
     /// Set while a full compaction is asked for.
@@ -130,6 +144,7 @@ pub struct Stats {
     pub compaction_count: u64,
     pub last_sequence: u64,
     pub wal_segments: usize,
+    pub pending_commits: usize,
     pub block_cache_hits: u64,
     pub block_cache_misses: u64,
 }
@@ -260,50 +275,20 @@ impl<E: Env> Db<E> {
         Ok(rows)
     }
 
-    /// Append a batch to the log, sync it (in `Sync` mode), then make it visible. Returns its last sequence.
+    /// A blind write as a one-write transaction: submit, then wait for the shared sync. Returns its sequence.
     pub(crate) fn write_batch(&self, writes: Vec<BatchWrite>) -> Result<Sequence> {
         assert!(!writes.is_empty(), "empty batch");
         self.wait_for_stall()?;
-        let inner = &self.inner;
-        let mut state = inner.state();
-        state.check_writable()?;
-        let batch = Batch { first_sequence: state.last_sequence + 1, writes };
-        let payload = crate::wal::encode_batch(&batch);
-        let split = inner.env.buggify("wal.split_write");
-        let appended = state.wal.append(RecordKind::Batch, &payload, split);
-        if let Err(error) = appended {
-            let error = Error::from(error);
-            inner.poison(&mut state, &error);
-            return Err(error);
-        }
-        // Canary: the write is acknowledged before its log record is synced.
-        if inner.options.sync_mode == SyncMode::Sync && !crate::canary::active("unsynced-ack") {
-            self.sync_wal(&mut state)?;
-        }
-        for (index, write) in batch.writes.iter().enumerate() {
-            state.memtable.insert(&write.key, batch.first_sequence + index as u64, write.kind, &write.value);
-        }
-        let last = batch.last_sequence();
-        assert!(last > state.last_sequence, "sequence went backwards");
-        state.last_sequence = last;
-        let full = state.memtable.size_bytes() >= inner.options.flush_threshold_bytes;
-        if full || inner.env.buggify("memtable.early_rotate") {
-            crate::jobs::rotate(inner, &mut state)?;
-        }
-        Ok(last)
-    }
-
-    fn sync_wal(&self, state: &mut State<E>) -> Result<()> {
-        match state.wal.sync() {
-            Ok(()) => Ok(()),
-            // Canary: a failed sync is treated as success.
-            Err(_) if crate::canary::active("fsync-error-ignored") => Ok(()),
-            Err(error) => {
-                let error = Error::from(error);
-                self.inner.poison(state, &error);
-                Err(error)
-            }
-        }
+        let ticket = {
+            let mut state = self.inner.state();
+            state.check_writable()?;
+            // A blind write reads nothing: its snapshot may include every submitted commit (no false ww aborts).
+            let snapshot = state.next_sequence - 1;
+            let txn = state.tracker.begin(snapshot, false);
+            crate::txn::submit(&self.inner, &mut state, writes, txn)?
+        };
+        self.wait_for_commit(&ticket)?;
+        Ok(ticket.last_sequence)
     }
 
     /// Block (by running the flush, inline on SimEnv) while too many memtables wait to be flushed.
@@ -376,7 +361,7 @@ impl<E: Env> Db<E> {
     pub fn close(&self) -> Result<()> {
         let handles = {
             let state = self.inner.state();
-            [state.flush_task.clone(), state.compaction_task.clone()]
+            [state.group_commit_task.clone(), state.flush_task.clone(), state.compaction_task.clone()]
         };
         for handle in handles.into_iter().flatten() {
             self.inner.env.wait(&handle)?;
@@ -391,6 +376,7 @@ impl<E: Env> Db<E> {
                 // record of a cleanly closed log reads as corruption, not as a torn tail (ADR-0012).
                 state.wal.append(RecordKind::Seal, &[], false)?;
                 state.wal.sync()?;
+                crate::txn::acknowledge(&mut state, true);
             }
             state.closed = true;
         }
@@ -410,6 +396,7 @@ impl<E: Env> Db<E> {
             compaction_count: state.compaction_count,
             last_sequence: state.last_sequence,
             wal_segments: 1 + state.immutables.len(),
+            pending_commits: state.pending_commits.len(),
             block_cache_hits: self.inner.cache.hits(),
             block_cache_misses: self.inner.cache.misses(),
         }

@@ -34,6 +34,10 @@ fn rotate_log<E: Env>(inner: &Arc<Inner<E>>, state: &mut State<E>) -> Result<()>
     let number = state.allocate_file_number();
     state.wal.append(RecordKind::Seal, &[], false)?;
     state.wal.sync()?;
+    // Every pending commit is in this segment and now durable: make it visible in this memtable, whose log is
+    // this segment, before the memtable is queued for flushing.
+    crate::txn::acknowledge(state, true);
+    assert!(state.pending_commits.is_empty(), "rotation left commits pending");
     let file = inner.env.open(&inner.wal_path(number), OpenOptions::create_new())?;
     inner.env.sync_dir(&inner.dir)?;
     let old = mem::replace(&mut state.wal, WalWriter::new(file, number));

@@ -17,7 +17,9 @@ pub mod manifest;
 mod memtable;
 mod options;
 mod recovery;
+pub mod ssi;
 pub mod sstable;
+mod txn;
 mod types;
 mod version;
 pub mod wal;
@@ -25,6 +27,7 @@ pub mod wal;
 pub use db::{Db, Stats};
 pub use error::{DecodeError, Error, Result};
 pub use options::{Options, SyncMode};
+pub use txn::{COMMIT_WAITS_MAX, CommitTicket, ReadTransaction, ScanIter, Transaction};
 pub use types::{
     Entry, InternalKey, KEY_SIZE_BYTES_MAX, Lookup, SEQUENCE_MAX, Sequence, VALUE_SIZE_BYTES_MAX, ValueKind,
     compare_internal,

@@ -85,7 +85,7 @@ impl<F: File> Version<F> {
         for live in added {
             levels[live.meta.level as usize].push(live);
         }
-        levels[0].sort_by(|a, b| b.meta.max_sequence.cmp(&a.meta.max_sequence));
+        levels[0].sort_by_key(|live| std::cmp::Reverse(live.meta.max_sequence));
         for level in &mut levels[1..] {
             level.sort_by(|a, b| a.meta.min_key.cmp(&b.meta.min_key));
         }

@@ -255,7 +255,7 @@ fn classify_damage(bytes: &[u8], damage: usize, error: DecodeError) -> WalEnd {
 /// Appends records to one segment and tracks its synced boundary.
 #[derive(Debug)]
 pub struct WalWriter<F: File> {
-    file: F,
+    file: std::sync::Arc<F>,
     number: u64,
     end_offset: u64,
     synced_offset: u64,
@@ -264,7 +264,7 @@ pub struct WalWriter<F: File> {
 impl<F: File> WalWriter<F> {
     /// A writer for a new, empty segment.
     pub fn new(file: F, number: u64) -> Self {
-        Self { file, number, end_offset: 0, synced_offset: 0 }
+        Self { file: std::sync::Arc::new(file), number, end_offset: 0, synced_offset: 0 }
     }
 
     pub fn number(&self) -> u64 {
@@ -300,6 +300,21 @@ impl<F: File> WalWriter<F> {
         self.file.sync()?;
         self.synced_offset = self.end_offset;
         Ok(())
+    }
+
+    /// The segment's file, to sync outside the engine's lock (group commit).
+    pub fn file_handle(&self) -> std::sync::Arc<F> {
+        std::sync::Arc::clone(&self.file)
+    }
+
+    /// Everything up to `end` was synced through [`WalWriter::file_handle`].
+    pub fn mark_synced(&mut self, end: u64) {
+        assert!(end <= self.end_offset, "synced past the end of the segment");
+        self.synced_offset = self.synced_offset.max(end);
+    }
+
+    pub fn synced_offset(&self) -> u64 {
+        self.synced_offset
     }
 
     /// True when everything appended is synced.

@@ -27,7 +27,8 @@ pub struct TableStats {
     pub learned_hits: u64,
     /// Block searches that fell back to a binary search of the whole index.
     pub learned_fallbacks: u64,
-    /// Data blocks read from the file (cache misses, retries included).
+    /// Reads from the file: the footer and the metadata at open (2), then one per data-block cache miss, retries
+    /// included.
     pub block_reads: u64,
     /// Data blocks served by the block cache.
     pub block_cache_hits: u64,

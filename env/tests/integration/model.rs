@@ -35,16 +35,36 @@ pub fn file_path(file: usize) -> PathBuf {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
     /// Open with `create` (and maybe `truncate`).
-    Create { file: usize, truncate: bool },
+    Create {
+        file: usize,
+        truncate: bool,
+    },
     /// Open (creating the file if missing) and `write_at` until the bytes are all written (short writes
     /// continue); the bytes come from `data_seed`.
-    Write { file: usize, offset: u64, len: usize, data_seed: u64 },
-    SetLen { file: usize, len: u64 },
-    Sync { file: usize },
+    Write {
+        file: usize,
+        offset: u64,
+        len: usize,
+        data_seed: u64,
+    },
+    SetLen {
+        file: usize,
+        len: u64,
+    },
+    Sync {
+        file: usize,
+    },
     SyncDir,
-    Rename { from: usize, to: usize },
-    Remove { file: usize },
-    Read { file: usize },
+    Rename {
+        from: usize,
+        to: usize,
+    },
+    Remove {
+        file: usize,
+    },
+    Read {
+        file: usize,
+    },
     Crash,
 }
 
@@ -638,7 +658,8 @@ impl Harness {
             Action::Write { file, offset, len, data_seed } => {
                 let path = file_path(file);
                 let existed = self.env.exists(&path)?;
-                let handle = self.env.open(&path, OpenOptions { create: true, write: true, ..OpenOptions::default() })?;
+                let handle =
+                    self.env.open(&path, OpenOptions { create: true, write: true, ..OpenOptions::default() })?;
                 if let Some(model) = &mut self.model
                     && !existed
                 {

@@ -5,8 +5,7 @@ use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-
-use env::{Env, Error, ExplicitFault, FaultConfig, FaultKind, File, OpenOptions, Op, SimEnv};
+use env::{Env, Error, ExplicitFault, FaultConfig, FaultKind, File, Op, OpenOptions, SimEnv};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use proptest::test_runner::TestRunner;
@@ -83,8 +82,8 @@ proptest! {
     fn crash_never_loses_synced_data(
         seed in any::<u64>(),
         config in non_corrupting_config(),
-        prefix in actions(4..=40, CRASHY),
-        suffix in actions(0..=8, NO_CRASH),
+        prefix in actions(4..=48, CRASHY),
+        suffix in actions(0..=12, NO_CRASH),
     ) {
         let mut harness = Harness::checked(SimEnv::with_faults(seed, config), CrashCheck::SyncedSurvived);
         run(&mut harness, &prefix);
@@ -114,7 +113,7 @@ proptest! {
     fn crash_never_invents_bytes(
         seed in any::<u64>(),
         config in non_corrupting_config(),
-        workload in actions(4..=48, CRASHY),
+        workload in actions(4..=64, CRASHY),
     ) {
         let mut harness = Harness::checked(SimEnv::with_faults(seed, config), CrashCheck::NothingInvented);
         run(&mut harness, &workload);
@@ -181,7 +180,7 @@ proptest! {
     /// (e) Handles opened before a crash are dead: every call returns StaleHandle naming the operation and path,
     /// and changes nothing. Handles opened after it work.
     #[test]
-    fn dead_handles_after_crash_error_out(seed in any::<u64>(), workload in actions(1..=24, CRASHY)) {
+    fn dead_handles_after_crash_error_out(seed in any::<u64>(), workload in actions(1..=32, CRASHY)) {
         let mut harness = Harness::checked(SimEnv::new(seed), CrashCheck::Both);
         run(&mut harness, &workload);
         run(&mut harness, &[Action::Create { file: 0, truncate: false }]);
@@ -232,7 +231,7 @@ proptest! {
     fn crash_at_io_every_k_is_a_legal_crash_image(
         seed in any::<u64>(),
         config in crash_config(),
-        workload in actions(1..=24, NO_CRASH),
+        workload in actions(1..=32, NO_CRASH),
     ) {
         let mut dry = Harness::checked(SimEnv::with_faults(seed, config.clone()), CrashCheck::Both);
         let start = dry.env.io_count();
@@ -286,7 +285,8 @@ fn run_batch<S: Strategy>(cases: u32, strategy: &S, test: impl Fn(S::Value) -> R
 where
     S::Value: std::fmt::Debug,
 {
-    let mut runner = TestRunner::new(config(cases));
+    // Batches are not `proptest!` tests: no source file to persist failures next to.
+    let mut runner = TestRunner::new(ProptestConfig { failure_persistence: None, ..config(cases) });
     if let Err(failure) = runner.run(strategy, test) {
         panic!("{failure}");
     }
@@ -327,7 +327,7 @@ fn observe(seed: u64, config: &FaultConfig, workload: &[Action]) -> Observed {
 #[test]
 fn same_seed_same_operations_same_digest() {
     let differed = Cell::new(0u32);
-    let strategy = (any::<u64>(), actions(10..=40, CRASHY), crash_config());
+    let strategy = (any::<u64>(), actions(10..=60, CRASHY), crash_config());
     run_batch(CASES, &strategy, |(seed, workload, crash)| {
         let config = FaultConfig { disk_quota_bytes: Some(12_000), ..every_fault(50_000) };
         let config = FaultConfig {
@@ -352,7 +352,7 @@ fn same_seed_same_operations_same_digest() {
 #[test]
 fn removing_an_operation_keeps_fault_decisions_on_other_files() {
     let with_faults_on_b = Cell::new(0u32);
-    let workload = actions(10..=30, Mix { crash_weight: 1, rename_remove_weight: 0 });
+    let workload = actions(10..=40, Mix { crash_weight: 1, rename_remove_weight: 0 });
     let strategy = (any::<u64>(), workload, any::<Index>(), data_action_on(0));
     run_batch(CASES, &strategy, |(seed, shorter, at, extra)| {
         let config = FaultConfig {

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use env::{Env, Error, File, OpenOptions, Op, RealEnv, TaskStep};
+use env::{Env, Error, File, Op, OpenOptions, RealEnv, TaskStep};
 
 /// A fresh directory, removed (with everything in it) on drop.
 struct TempDir {

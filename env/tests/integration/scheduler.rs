@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use env::{Env, Error, FaultConfig, File, OpenOptions, Op, RealEnv, SimEnv, Task, TaskStep};
+use env::{Env, Error, FaultConfig, File, Op, OpenOptions, RealEnv, SimEnv, Task, TaskStep};
 
 type Log = Arc<Mutex<Vec<String>>>;
 
@@ -71,7 +71,9 @@ fn a_crash_cancels_every_task() {
     for handle in [&stepped, &untouched] {
         assert!(env.is_finished(handle));
         let waited = env.wait(handle);
-        assert!(matches!(&waited, Err(Error::TaskCancelled { op: Op::Wait, path }) if path == Path::new(handle.name())));
+        assert!(
+            matches!(&waited, Err(Error::TaskCancelled { op: Op::Wait, path }) if path == Path::new(handle.name()))
+        );
         assert!(waited.is_err_and(|error| error.is_crash()));
     }
     assert_eq!(entries(&log), vec!["stepped"], "a cancelled task never runs again");

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use env::{
-    Env, Error, ExplicitFault, FaultConfig, FaultKind, File, OpenOptions, Op, SECTOR_SIZE_BYTES, SimEnv,
+    Env, Error, ExplicitFault, FaultConfig, FaultKind, File, Op, OpenOptions, SECTOR_SIZE_BYTES, SimEnv,
     WRITE_ATTEMPTS_MAX,
 };
 

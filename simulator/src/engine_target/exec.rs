@@ -169,7 +169,11 @@ impl EngineTarget {
             return Ok(false);
         }
         let opened = self.recover()?;
-        Ok(!matches!(opened, Observed::Unavailable) && self.db.is_some())
+        Ok(!matches!(opened, Observed::Unavailable { .. }) && self.db.is_some())
+    }
+
+    fn unavailable(&self) -> Observed {
+        Observed::Unavailable { reason: self.last_open_error.clone() }
     }
 
     /// An engine call failed: allowed (and observed) only when a fault or a crash justifies it.
@@ -192,7 +196,7 @@ impl EngineTarget {
 
     fn call(&mut self, what: &str, f: impl FnOnce(&engine::Db<env::SimEnv>) -> engine::Result<()>) -> Result<Observed, Violation> {
         if !self.ensure_db()? {
-            return Ok(Observed::Unavailable);
+            return Ok(self.unavailable());
         }
         let result = f(self.db.as_ref().expect("ensured"));
         match result {
@@ -203,7 +207,7 @@ impl EngineTarget {
 
     fn write(&mut self, key: u32, value: Option<ValueSpec>) -> Result<Observed, Violation> {
         if !self.ensure_db()? {
-            return Ok(Observed::Unavailable);
+            return Ok(self.unavailable());
         }
         let bytes = value.map(value_bytes);
         let sig = match (value, &bytes) {
@@ -240,7 +244,7 @@ impl EngineTarget {
 
     fn get(&mut self, key: u32) -> Result<Observed, Violation> {
         if !self.ensure_db()? {
-            return Ok(Observed::Unavailable);
+            return Ok(self.unavailable());
         }
         match self.db.as_ref().expect("ensured").get(&key_bytes(key)) {
             Ok(value) => {
@@ -257,7 +261,7 @@ impl EngineTarget {
             return Ok(Observed::Skipped);
         }
         if !self.ensure_db()? {
-            return Ok(Observed::Unavailable);
+            return Ok(self.unavailable());
         }
         let entries = match self.db.as_ref().expect("ensured").scan(&key_bytes(start), &key_bytes(end)) {
             Ok(entries) => entries,

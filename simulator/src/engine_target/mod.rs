@@ -102,6 +102,8 @@ pub struct EngineTarget {
     crashes_classified: u64,
     max_acked_sequence: u64,
     next_value_id: u64,
+    /// The last error `Db::open` returned (for `Unavailable` observations).
+    last_open_error: String,
     counters: Coverage,
 }
 
@@ -231,7 +233,10 @@ impl EngineTarget {
                         error.to_string(),
                     ));
                 }
-                Err(_) => self.count("errors_tolerated"),
+                Err(error) => {
+                    self.last_open_error = error.to_string();
+                    self.count("errors_tolerated");
+                }
             }
         }
         Ok(false)
@@ -254,7 +259,7 @@ impl EngineTarget {
             if self.damaged {
                 self.unrecoverable = true;
             }
-            return Ok(Observed::Unavailable);
+            return Ok(Observed::Unavailable { reason: self.last_open_error.clone() });
         };
         let last_sequence = db.last_sequence();
         if last_sequence < self.max_acked_sequence && !self.damaged {
@@ -346,6 +351,7 @@ impl Target for EngineTarget {
             crashes_classified: 0,
             max_acked_sequence: 0,
             next_value_id: 1,
+            last_open_error: String::new(),
             counters: Coverage::default(),
         };
         target.open_db()?;
@@ -497,10 +503,14 @@ fn in_db_dir(path: &Path) -> bool {
     path.parent() == Some(Path::new(DB_DIR))
 }
 
-/// An explicit fault on one of the database's files (used by the generator).
+/// An explicit fault on one of the database's files (used by the generator). Bit flips land only in tables:
+/// a flipped WAL or MANIFEST makes the database refuse to open for the rest of the run (a typed error the rule
+/// table allows, but one that ends the run's usefulness), so, like VOPR's fault atlas, the generator keeps
+/// explicit corruption recoverable.
 fn explicit_fault(rng: &mut DeterministicRng, path: &Path, len_bytes: u64) -> ExplicitFault {
     let path = path.to_path_buf();
-    match rng.weighted(&[2, 2, 1]) {
+    let is_table = path.file_name().is_some_and(|name| name.to_string_lossy().starts_with("table-"));
+    match rng.weighted(&[3, 3, u64::from(is_table)]) {
         0 => ExplicitFault::FailNextSync { path },
         1 => ExplicitFault::FailNextWrite { path },
         _ => ExplicitFault::FlipBit { path, offset: rng.below(len_bytes.max(1)) },

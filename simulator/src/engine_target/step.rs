@@ -111,8 +111,9 @@ pub enum Observed {
     Scan { entries: u64, hash: u64 },
     /// The call failed with an error a fault justified (class: `closed`, `corruption`, `io`, `no_space`, ...).
     Error { class: String },
-    /// The database could not be opened (a fault justified it); the step was not attempted.
-    Unavailable,
+    /// The database could not be opened (a fault justified it; `reason` is the last open error); the step was not
+    /// attempted.
+    Unavailable { reason: String },
     /// The step's precondition is gone (no such task, empty range): nothing happened.
     Skipped,
     /// A background task step ran; `done` when the task finished.
@@ -140,7 +141,10 @@ impl Digest for Observed {
                 hasher.write_u64(4);
                 hasher.write(class.as_bytes());
             }
-            Observed::Unavailable => hasher.write_u64(5),
+            Observed::Unavailable { reason } => {
+                hasher.write_u64(5);
+                hasher.write(reason.as_bytes());
+            }
             Observed::Skipped => hasher.write_u64(6),
             Observed::Task { name, done } => {
                 write_all(hasher, &[7, u64::from(*done)]);
@@ -160,7 +164,7 @@ impl Digest for Observed {
 
 impl Observation for Observed {
     fn is_idle(&self) -> bool {
-        matches!(self, Observed::Skipped | Observed::Armed { .. } | Observed::Injected | Observed::Unavailable)
+        matches!(self, Observed::Skipped | Observed::Armed { .. } | Observed::Injected | Observed::Unavailable { .. })
     }
 }
 

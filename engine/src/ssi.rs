@@ -1,0 +1,423 @@
+//! Serializable snapshot isolation: the conflict tracker (ADR-0022..ADR-0025). Modelled by `specs::Ssi`, which
+//! drives this very code.
+//!
+//! After Cahill, Röhm & Fekete (SIGMOD 2008) and Ports & Grittner (VLDB 2012). A plain value (`Clone + Eq +
+//! Hash`, no locks, no `Arc`): the engine wraps it in its state lock.
+//!
+//! * **rw-antidependency** `R → W`: `R` read a key (or scanned a range holding a key) at a snapshot that does not
+//!   see `W`'s write of it. Detected in both orders: when `W` commits after `R`'s read (write after concurrent
+//!   read), and when `R` reads after `W` committed a version newer than `R`'s snapshot (read after commit).
+//! * **Dangerous structure** `Tin → Tp → Tout` (two consecutive rw edges) is an anomaly risk only if `Tout`
+//!   commits first: before `Tp` and before `Tin` (`Tin` may be `Tout`: write skew). For a read-only `Tin`, only if
+//!   `Tout` committed before `Tin`'s snapshot. The victim is `Tp` if it has not committed, else `Tin`.
+//! * **Read-only transactions never abort.** Writers pay: at a writer `Tp`'s commit, if `Tp → Tout` with `Tout`
+//!   committed, and a read-only transaction that is still open sees `Tout` (its snapshot is at or after `Tout`'s
+//!   commit), `Tp` aborts — that reader could later read a key `Tp` wrote (Fekete's read-only anomaly).
+//! * **First committer wins** for write-write conflicts.
+//! * **Bounded memory**: a finished transaction's record is dropped once no active transaction overlaps it.
+//!
+//! Sequences give the order: a transaction's snapshot `S` sees every commit with sequence `<= S`; a commit gets
+//! the next sequence when it is validated, even though it becomes visible only when its log record is synced.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::types::Sequence;
+
+/// A transaction's id inside the tracker.
+pub type TxnId = u64;
+
+/// The most transactions the tracker may hold records for (active plus retained): a leak is a bug.
+pub const TRACKED_TRANSACTIONS_MAX: usize = 1 << 20;
+
+/// A key range `[start, end)`; `end == None` is unbounded.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct KeyRange {
+    pub start: Vec<u8>,
+    pub end: Option<Vec<u8>>,
+}
+
+impl KeyRange {
+    pub fn contains(&self, key: &[u8]) -> bool {
+        key >= self.start.as_slice() && self.end.as_ref().is_none_or(|end| key < end.as_slice())
+    }
+}
+
+/// Why a transaction must abort.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Conflict {
+    pub reason: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Status {
+    Active,
+    /// Validated at this commit sequence (a read-write transaction).
+    Committed(Sequence),
+    /// A read-only transaction (or a read-write one that wrote nothing) ended; later commits are concurrent
+    /// with it only if they were validated before this sequence.
+    Finished(Sequence),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct TxnRecord {
+    snapshot: Sequence,
+    read_only: bool,
+    status: Status,
+    doomed: Option<String>,
+    reads: BTreeSet<Vec<u8>>,
+    ranges: Vec<KeyRange>,
+    writes: BTreeSet<Vec<u8>>,
+    in_edges: BTreeSet<TxnId>,
+    out_edges: BTreeSet<TxnId>,
+    /// The earliest commit among out-neighbours whose records were dropped.
+    pruned_out_commit_min: Option<Sequence>,
+}
+
+impl TxnRecord {
+    fn commit(&self) -> Option<Sequence> {
+        match self.status {
+            Status::Committed(sequence) => Some(sequence),
+            _ => None,
+        }
+    }
+
+    fn is_active(&self) -> bool {
+        self.status == Status::Active
+    }
+
+    /// The end of the transaction's life in sequence order (None while active).
+    fn end(&self) -> Option<Sequence> {
+        match self.status {
+            Status::Active => None,
+            Status::Committed(sequence) | Status::Finished(sequence) => Some(sequence),
+        }
+    }
+
+    fn read_covers(&self, key: &[u8]) -> bool {
+        self.reads.contains(key) || self.ranges.iter().any(|range| range.contains(key))
+    }
+}
+
+/// Counters for tests and the simulator.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct TrackerStats {
+    pub rw_edges: u64,
+    pub ww_aborts: u64,
+    pub dangerous_aborts: u64,
+    pub read_only_guard_aborts: u64,
+    pub doomed: u64,
+}
+
+/// The conflict tracker. See the module docs.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ConflictTracker {
+    txns: BTreeMap<TxnId, TxnRecord>,
+    next_id: TxnId,
+    pub stats: TrackerStats,
+}
+
+impl ConflictTracker {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Start a transaction reading at `snapshot`.
+    pub fn begin(&mut self, snapshot: Sequence, read_only: bool) -> TxnId {
+        assert!(self.txns.len() < TRACKED_TRANSACTIONS_MAX, "conflict tracker holds too many transactions");
+        let id = self.next_id;
+        self.next_id += 1;
+        let record = TxnRecord {
+            snapshot,
+            read_only,
+            status: Status::Active,
+            doomed: None,
+            reads: BTreeSet::new(),
+            ranges: Vec::new(),
+            writes: BTreeSet::new(),
+            in_edges: BTreeSet::new(),
+            out_edges: BTreeSet::new(),
+            pruned_out_commit_min: None,
+        };
+        self.txns.insert(id, record);
+        id
+    }
+
+    /// How many transaction records are held (active plus retained finished ones).
+    pub fn tracked(&self) -> usize {
+        self.txns.len()
+    }
+
+    /// How many transactions are active.
+    pub fn active(&self) -> usize {
+        self.txns.values().filter(|record| record.is_active()).count()
+    }
+
+    fn record(&self, txn: TxnId) -> &TxnRecord {
+        self.txns.get(&txn).expect("unknown transaction")
+    }
+
+    fn check_doomed(&self, txn: TxnId) -> Result<(), Conflict> {
+        match &self.record(txn).doomed {
+            Some(reason) => Err(Conflict { reason: reason.clone() }),
+            None => Ok(()),
+        }
+    }
+
+    /// Fail if another transaction's commit doomed `txn` (its next operation reports the conflict).
+    pub fn check_doomed_public(&self, txn: TxnId) -> Result<(), Conflict> {
+        self.check_doomed(txn)
+    }
+
+    /// `txn` read `key` at its snapshot. Records the read and the rw edges to writers it did not see.
+    pub fn on_read(&mut self, txn: TxnId, key: &[u8]) -> Result<(), Conflict> {
+        self.check_doomed(txn)?;
+        let record = self.txns.get_mut(&txn).expect("unknown transaction");
+        assert!(record.is_active(), "read by a finished transaction");
+        record.reads.insert(key.to_vec());
+        let snapshot = record.snapshot;
+        let writers = self.committed_writers_after(snapshot, |writes| writes.contains(key), txn);
+        self.add_edges_from_reader(txn, &writers, key)
+    }
+
+    /// `txn` scanned `range` at its snapshot (a predicate read: phantoms are caught).
+    pub fn on_scan(&mut self, txn: TxnId, range: KeyRange) -> Result<(), Conflict> {
+        self.check_doomed(txn)?;
+        let record = self.txns.get_mut(&txn).expect("unknown transaction");
+        assert!(record.is_active(), "scan by a finished transaction");
+        let snapshot = record.snapshot;
+        record.ranges.push(range.clone());
+        let writers = self.committed_writers_after(snapshot, |writes| writes.iter().any(|k| range.contains(k)), txn);
+        self.add_edges_from_reader(txn, &writers, &range.start)
+    }
+
+    /// Committed transactions whose commit the snapshot does not see and whose writes match.
+    fn committed_writers_after(
+        &self,
+        snapshot: Sequence,
+        matches: impl Fn(&BTreeSet<Vec<u8>>) -> bool,
+        except: TxnId,
+    ) -> Vec<TxnId> {
+        self.txns
+            .iter()
+            .filter(|(id, record)| {
+                **id != except && record.commit().is_some_and(|commit| commit > snapshot) && matches(&record.writes)
+            })
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
+    fn add_edges_from_reader(&mut self, reader: TxnId, writers: &[TxnId], key: &[u8]) -> Result<(), Conflict> {
+        for &writer in writers {
+            self.add_edge(reader, writer);
+            if let Some(victim) = self.find_victim(reader, writer) {
+                self.doom(victim, format!("rw conflict on {}", render(key)));
+            }
+        }
+        self.check_doomed(reader)
+    }
+
+    fn add_edge(&mut self, reader: TxnId, writer: TxnId) {
+        assert_ne!(reader, writer, "a transaction has no rw edge to itself");
+        let new = self.txns.get_mut(&reader).expect("reader").out_edges.insert(writer);
+        self.txns.get_mut(&writer).expect("writer").in_edges.insert(reader);
+        if new {
+            self.stats.rw_edges += 1;
+        }
+    }
+
+    /// After adding `reader → writer`, the victim of any dangerous structure through that edge.
+    fn find_victim(&self, reader: TxnId, writer: TxnId) -> Option<TxnId> {
+        // `writer` as the pivot: reader → writer → out.
+        if let Some(victim) = self.pivot_victim(reader, writer) {
+            return Some(victim);
+        }
+        // `reader` as the pivot: in → reader → writer.
+        let tins: Vec<TxnId> = self.record(reader).in_edges.iter().copied().collect();
+        tins.into_iter().find_map(|tin| self.structure_victim(tin, reader, self.record(writer).commit()?, writer))
+    }
+
+    /// With `pivot`'s out-edges (live and pruned), is `tin → pivot → out` dangerous? Returns the victim.
+    fn pivot_victim(&self, tin: TxnId, pivot: TxnId) -> Option<TxnId> {
+        let record = self.record(pivot);
+        let live = record.out_edges.iter().filter_map(|out| Some((self.txns.get(out)?.commit()?, *out)));
+        let pruned = record.pruned_out_commit_min.map(|commit| (commit, TxnId::MAX));
+        live.chain(pruned).find_map(|(out_commit, out)| self.structure_victim(tin, pivot, out_commit, out))
+    }
+
+    /// Is `tin → pivot → out` dangerous (out committed at `out_commit` first)? Returns the victim.
+    fn structure_victim(&self, tin: TxnId, pivot: TxnId, out_commit: Sequence, out: TxnId) -> Option<TxnId> {
+        let (tin_record, pivot_record) = (self.txns.get(&tin)?, self.record(pivot));
+        let pivot_after = pivot_record.commit().is_none_or(|commit| commit > out_commit);
+        let tin_after = if tin_record.read_only {
+            out_commit <= tin_record.snapshot
+        } else {
+            tin == out || tin_record.commit().is_none_or(|commit| commit > out_commit)
+        };
+        if !(pivot_after && tin_after && pivot_record.status != Status::Finished(0)) {
+            return None;
+        }
+        let can_abort = |record: &TxnRecord| record.is_active() && !record.read_only;
+        if can_abort(pivot_record) {
+            Some(pivot)
+        } else if can_abort(tin_record) {
+            Some(tin)
+        } else {
+            panic!("dangerous structure {tin} -> {pivot} -> {out} with no transaction left to abort")
+        }
+    }
+
+    fn doom(&mut self, victim: TxnId, reason: String) {
+        let record = self.txns.get_mut(&victim).expect("victim");
+        assert!(record.is_active() && !record.read_only, "only an active writer can be a victim");
+        if record.doomed.is_none() {
+            record.doomed = Some(reason);
+            self.stats.doomed += 1;
+        }
+    }
+
+    /// Validate `txn`'s commit of `writes` at `commit_sequence`. On success the transaction is committed (as far
+    /// as conflicts go: later transactions see it as committed at that sequence). On failure it is aborted.
+    pub fn commit(&mut self, txn: TxnId, writes: &[Vec<u8>], commit_sequence: Sequence) -> Result<(), Conflict> {
+        let result = self.validate(txn, writes, commit_sequence);
+        match &result {
+            Ok(()) => {
+                let record = self.txns.get_mut(&txn).expect("committer");
+                record.status = Status::Committed(commit_sequence);
+                assert!(record.doomed.is_none(), "a doomed transaction committed");
+            }
+            Err(_) => self.abort(txn),
+        }
+        result
+    }
+
+    fn validate(&mut self, txn: TxnId, writes: &[Vec<u8>], commit_sequence: Sequence) -> Result<(), Conflict> {
+        self.check_doomed(txn)?;
+        let snapshot = self.record(txn).snapshot;
+        assert!(commit_sequence > snapshot, "commit sequence not after the snapshot");
+        assert!(!self.record(txn).read_only || writes.is_empty(), "a read-only transaction wrote");
+        for key in writes {
+            let clash = self.committed_writers_after(snapshot, |w| w.contains(key.as_slice()), txn);
+            if !clash.is_empty() {
+                self.stats.ww_aborts += 1;
+                return Err(Conflict { reason: format!("write-write conflict on {}: first committer wins", render(key)) });
+            }
+        }
+        self.txns.get_mut(&txn).expect("committer").writes = writes.iter().cloned().collect();
+        // Write after concurrent read: every transaction that read what we write and does not see our commit.
+        let readers: Vec<(TxnId, Vec<u8>)> = self
+            .txns
+            .iter()
+            .filter(|(id, record)| **id != txn && overlaps_commit(record, snapshot))
+            .filter_map(|(id, record)| Some((*id, writes.iter().find(|key| record.read_covers(key))?.clone())))
+            .collect();
+        for (reader, key) in readers {
+            self.add_edge(reader, txn);
+            let victim = self.find_victim_at_commit(reader, txn, commit_sequence);
+            if let Some(victim) = victim {
+                if victim == txn {
+                    self.stats.dangerous_aborts += 1;
+                    return Err(Conflict { reason: format!("dangerous structure through rw conflict on {}", render(&key)) });
+                }
+                self.doom(victim, format!("rw conflict on {} with a transaction that committed first", render(&key)));
+            }
+        }
+        if !writes.is_empty() && self.read_only_guard_trips(txn) {
+            self.stats.read_only_guard_aborts += 1;
+            return Err(Conflict { reason: "an open read-only transaction sees a commit this writer must precede".into() });
+        }
+        Ok(())
+    }
+
+    /// At `txn`'s commit (sequence `commit`), with the new edge `reader → txn`: dangerous structures through it.
+    fn find_victim_at_commit(&self, reader: TxnId, txn: TxnId, commit: Sequence) -> Option<TxnId> {
+        // txn as pivot: reader → txn → out, where out committed before txn (txn is not yet marked committed).
+        if let Some(victim) = self.pivot_victim(reader, txn) {
+            return Some(victim);
+        }
+        // reader as pivot: in → reader → txn, with txn committing now (first among the three if the others
+        // have not committed).
+        let tins: Vec<TxnId> = self.record(reader).in_edges.iter().copied().collect();
+        tins.into_iter().filter(|&tin| tin != txn).find_map(|tin| self.structure_victim(tin, reader, commit, txn))
+    }
+
+    /// Fekete's read-only anomaly guard: see the module docs.
+    fn read_only_guard_trips(&self, txn: TxnId) -> bool {
+        let record = self.record(txn);
+        let out_commits: Vec<Sequence> = record
+            .out_edges
+            .iter()
+            .filter_map(|out| self.txns.get(out)?.commit())
+            .chain(record.pruned_out_commit_min)
+            .collect();
+        let Some(&earliest) = out_commits.iter().min() else { return false };
+        self.txns.values().any(|other| other.read_only && other.is_active() && other.snapshot >= earliest)
+    }
+
+    /// `txn` aborted (or rolled back): it is forgotten.
+    pub fn abort(&mut self, txn: TxnId) {
+        let record = self.txns.remove(&txn).expect("abort of an unknown transaction");
+        assert!(record.commit().is_none(), "abort of a committed transaction");
+        for other in record.in_edges.iter().chain(record.out_edges.iter()) {
+            if let Some(neighbour) = self.txns.get_mut(other) {
+                neighbour.in_edges.remove(&txn);
+                neighbour.out_edges.remove(&txn);
+            }
+        }
+        self.prune();
+    }
+
+    /// A transaction that wrote nothing ended at `end` (the next sequence a commit would get).
+    pub fn finish(&mut self, txn: TxnId, end: Sequence) -> Result<(), Conflict> {
+        let doomed = self.check_doomed(txn);
+        if doomed.is_err() {
+            self.abort(txn);
+            return doomed;
+        }
+        let record = self.txns.get_mut(&txn).expect("unknown transaction");
+        assert!(record.is_active(), "finish of a finished transaction");
+        record.status = Status::Finished(end);
+        self.prune();
+        Ok(())
+    }
+
+    /// A committed transaction's record is kept; call when its commit is done to drop what nobody needs.
+    pub fn prune(&mut self) {
+        let oldest_active = self.txns.values().filter(|r| r.is_active()).map(|r| r.snapshot).min();
+        let doomed: Vec<TxnId> = self
+            .txns
+            .iter()
+            .filter(|(_, record)| record.end().is_some_and(|end| oldest_active.is_none_or(|oldest| end <= oldest)))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in doomed {
+            let record = self.txns.remove(&id).expect("pruned record");
+            for tin in &record.in_edges {
+                if let Some(neighbour) = self.txns.get_mut(tin) {
+                    neighbour.out_edges.remove(&id);
+                    if let Some(commit) = record.commit() {
+                        let min = neighbour.pruned_out_commit_min.map_or(commit, |m| m.min(commit));
+                        neighbour.pruned_out_commit_min = Some(min);
+                    }
+                }
+            }
+            for tout in &record.out_edges {
+                if let Some(neighbour) = self.txns.get_mut(tout) {
+                    neighbour.in_edges.remove(&id);
+                }
+            }
+        }
+    }
+}
+
+/// Does a transaction overlap a committer whose snapshot is `snapshot`? Active ones do; finished ones do if they
+/// ended after the committer began.
+fn overlaps_commit(record: &TxnRecord, snapshot: Sequence) -> bool {
+    record.end().is_none_or(|end| end > snapshot)
+}
+
+fn render(key: &[u8]) -> String {
+    match std::str::from_utf8(key) {
+        Ok(text) if text.chars().all(|c| !c.is_control()) => format!("{text:?}"),
+        _ => format!("0x{}", key.iter().map(|b| format!("{b:02x}")).collect::<String>()),
+    }
+}

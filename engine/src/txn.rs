@@ -1,0 +1,431 @@
+//! Transactions (ADR-0022..ADR-0026): serializable read-write transactions, read-only transactions, and the
+//! three-step commit pipeline with group commit.
+//!
+//! A commit is three steps, each visible to the simulator:
+//! 1. **submit** — under the state lock: SSI validation (the [`ConflictTracker`]), sequence assignment, WAL
+//!    append. Returns a [`CommitTicket`].
+//! 2. **sync** — the `group-commit` task syncs the log once for every record appended so far, outside the lock
+//!    (concurrent committers share it: a batch).
+//! 3. **acknowledge** — records now durable are applied to the memtable in sequence order and become visible;
+//!    [`Db::wait_for_commit`] returns.
+//!
+//! Nothing ever blocks waiting for another transaction: conflicts are detected, not waited on.
+
+use std::collections::BTreeMap;
+use std::ops::{Bound, RangeBounds};
+use std::sync::Arc;
+
+use env::{Env, File, TaskHandle, TaskStep};
+
+use crate::db::{Db, Inner, PendingCommit, State};
+use crate::error::{Error, Result};
+use crate::options::SyncMode;
+use crate::ssi::{Conflict, KeyRange, TxnId};
+use crate::types::{KEY_SIZE_BYTES_MAX, Sequence, VALUE_SIZE_BYTES_MAX, ValueKind};
+use crate::wal::{Batch, BatchWrite, RecordKind};
+
+/// How many group-commit rounds a committer waits through before giving up.
+pub const COMMIT_WAITS_MAX: u32 = 1 << 16;
+/// The most writes one transaction may buffer.
+pub const TRANSACTION_WRITES_MAX: usize = 1 << 20;
+
+/// A submitted commit: its writes are in the log; [`Db::wait_for_commit`] makes them durable and visible.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommitTicket {
+    /// The sequence of the commit's last write.
+    pub last_sequence: Sequence,
+}
+
+fn conflict(conflict: Conflict) -> Error {
+    Error::Conflict { reason: conflict.reason }
+}
+
+/// Turn a range of borrowed keys into the tracker's `[start, end)` form.
+pub(crate) fn key_range<'a>(range: &impl RangeBounds<&'a [u8]>) -> KeyRange {
+    let start = match range.start_bound() {
+        Bound::Included(key) => key.to_vec(),
+        Bound::Excluded(key) => [*key, &[0u8][..]].concat(),
+        Bound::Unbounded => Vec::new(),
+    };
+    let end = match range.end_bound() {
+        Bound::Included(key) => Some([*key, &[0u8][..]].concat()),
+        Bound::Excluded(key) => Some(key.to_vec()),
+        Bound::Unbounded => None,
+    };
+    KeyRange { start, end }
+}
+
+/// The rows a scan returns: `Result<(key, value)>` in key order.
+#[derive(Debug)]
+pub struct ScanIter {
+    rows: std::vec::IntoIter<(Vec<u8>, Vec<u8>)>,
+}
+
+impl Iterator for ScanIter {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.rows.next().map(Ok)
+    }
+}
+
+/// A serializable read-write transaction. Dropping it uncommitted rolls it back.
+#[derive(Debug)]
+pub struct Transaction<E: Env> {
+    db: Db<E>,
+    id: TxnId,
+    snapshot: Sequence,
+    writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    ended: bool,
+}
+
+/// A read-only transaction: reads at its snapshot, never aborts, never waits.
+#[derive(Debug)]
+pub struct ReadTransaction<E: Env> {
+    db: Db<E>,
+    id: TxnId,
+    snapshot: Sequence,
+}
+
+impl<E: Env> Db<E> {
+    /// Begin a serializable read-write transaction.
+    pub fn begin(&self) -> Result<Transaction<E>> {
+        let mut state = self.inner.state();
+        state.check_writable()?;
+        let snapshot = state.last_sequence;
+        let id = state.tracker.begin(snapshot, false);
+        *state.snapshots.entry(snapshot).or_insert(0) += 1;
+        Ok(Transaction { db: self.clone(), id, snapshot, writes: BTreeMap::new(), ended: false })
+    }
+
+    /// Begin a read-only transaction.
+    pub fn begin_read(&self) -> Result<ReadTransaction<E>> {
+        let mut state = self.inner.state();
+        if state.closed {
+            return Err(Error::Closed { reason: "closed by Db::close".into() });
+        }
+        let snapshot = state.last_sequence;
+        let id = state.tracker.begin(snapshot, true);
+        *state.snapshots.entry(snapshot).or_insert(0) += 1;
+        Ok(ReadTransaction { db: self.clone(), id, snapshot })
+    }
+
+    /// Wait until the commit is durable and visible: runs (or joins) the group-commit sync.
+    pub fn wait_for_commit(&self, ticket: &CommitTicket) -> Result<()> {
+        for _ in 0..COMMIT_WAITS_MAX {
+            let handle = {
+                let mut state = self.inner.state();
+                if ticket.last_sequence <= state.last_sequence {
+                    return Ok(());
+                }
+                state.check_writable()?;
+                assert!(!state.pending_commits.is_empty(), "an unacknowledged commit is not pending");
+                ensure_group_commit_task(&self.inner, &mut state)
+            };
+            self.inner.env.wait(&handle)?;
+        }
+        Err(Error::Closed { reason: format!("commit not acknowledged within {COMMIT_WAITS_MAX} group commits") })
+    }
+
+    /// How many commits are appended but not yet acknowledged (for the simulator).
+    pub fn pending_commits(&self) -> usize {
+        self.inner.state().pending_commits.len()
+    }
+
+    /// Statistics of the conflict tracker: rw edges, aborts by cause, and how many records it holds.
+    pub fn conflict_stats(&self) -> (crate::ssi::TrackerStats, usize) {
+        let state = self.inner.state();
+        (state.tracker.stats.clone(), state.tracker.tracked())
+    }
+}
+
+fn release_snapshot<E: Env>(state: &mut State<E>, snapshot: Sequence) {
+    let count = state.snapshots.get_mut(&snapshot).expect("snapshot registered");
+    *count -= 1;
+    if *count == 0 {
+        state.snapshots.remove(&snapshot);
+    }
+}
+
+fn check_sizes(key: &[u8], value: &[u8]) -> Result<()> {
+    if key.len() > KEY_SIZE_BYTES_MAX || value.len() > VALUE_SIZE_BYTES_MAX {
+        let message = format!("key of {} or value of {} bytes over the limit", key.len(), value.len());
+        return Err(Error::InvalidArgument { message });
+    }
+    Ok(())
+}
+
+impl<E: Env> Transaction<E> {
+    /// The sequence this transaction reads at.
+    pub fn snapshot(&self) -> Sequence {
+        self.snapshot
+    }
+
+    fn fail(&mut self, error: Conflict) -> Error {
+        self.end_with(|state, id| state.tracker.abort(id));
+        conflict(error)
+    }
+
+    fn end_with(&mut self, finish: impl FnOnce(&mut State<E>, TxnId)) {
+        if self.ended {
+            return;
+        }
+        self.ended = true;
+        let mut state = self.db.inner.state();
+        finish(&mut state, self.id);
+        release_snapshot(&mut state, self.snapshot);
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.ended {
+            return Err(Error::InvalidArgument { message: "the transaction has ended".into() });
+        }
+        Ok(())
+    }
+
+    /// Read `key`: this transaction's own write, else the value at its snapshot.
+    pub fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.check_open()?;
+        if let Some(own) = self.writes.get(key) {
+            return Ok(own.clone());
+        }
+        let value = self.db.get_at(key, self.snapshot)?;
+        let tracked = self.db.inner.state().tracker.on_read(self.id, key);
+        tracked.map_err(|error| self.fail(error))?;
+        Ok(value)
+    }
+
+    /// Every (key, value) in `range` at the snapshot, with this transaction's own writes applied.
+    pub fn scan<'a>(&mut self, range: impl RangeBounds<&'a [u8]>) -> Result<ScanIter> {
+        self.check_open()?;
+        let bounds = key_range(&range);
+        let mut rows: BTreeMap<Vec<u8>, Vec<u8>> = self
+            .db
+            .scan_at(&bounds.start, bounds.end.as_deref(), self.snapshot, usize::MAX)?
+            .into_iter()
+            .collect();
+        for (key, write) in self.writes.iter().filter(|(key, _)| bounds.contains(key)) {
+            match write {
+                Some(value) => rows.insert(key.clone(), value.clone()),
+                None => rows.remove(key),
+            };
+        }
+        let tracked = self.db.inner.state().tracker.on_scan(self.id, bounds);
+        tracked.map_err(|error| self.fail(error))?;
+        Ok(ScanIter { rows: rows.into_iter().collect::<Vec<_>>().into_iter() })
+    }
+
+    fn buffer(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        self.check_open()?;
+        check_sizes(key, value.unwrap_or(&[]))?;
+        if self.writes.len() >= TRANSACTION_WRITES_MAX && !self.writes.contains_key(key) {
+            let message = format!("a transaction may write at most {TRANSACTION_WRITES_MAX} keys");
+            return Err(Error::InvalidArgument { message });
+        }
+        let doomed = self.db.inner.state().tracker.check_doomed_public(self.id);
+        doomed.map_err(|error| self.fail(error))?;
+        self.writes.insert(key.to_vec(), value.map(<[u8]>::to_vec));
+        Ok(())
+    }
+
+    /// Write `value` under `key` (visible to this transaction now, to others after commit).
+    pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.buffer(key, Some(value))
+    }
+
+    /// Delete `key`.
+    pub fn delete(&mut self, key: &[u8]) -> Result<()> {
+        self.buffer(key, None)
+    }
+
+    /// Validate and append this transaction's commit without waiting for it to be durable.
+    /// `Db::wait_for_commit` finishes it. Fails with `is_conflict()` on a serialization failure.
+    pub fn submit(mut self) -> Result<Option<CommitTicket>> {
+        self.check_open()?;
+        self.ended = true;
+        let writes: Vec<BatchWrite> = std::mem::take(&mut self.writes)
+            .into_iter()
+            .map(|(key, value)| match value {
+                Some(value) => BatchWrite { kind: ValueKind::Put, key, value },
+                None => BatchWrite { kind: ValueKind::Delete, key, value: Vec::new() },
+            })
+            .collect();
+        let mut state = self.db.inner.state();
+        release_snapshot(&mut state, self.snapshot);
+        if writes.is_empty() {
+            let end = state.next_sequence;
+            return state.tracker.finish(self.id, end).map(|()| None).map_err(conflict);
+        }
+        submit(&self.db.inner, &mut state, writes, self.id).map(Some)
+    }
+
+    /// Commit: serializable, and durable when it returns (in `Sync` mode).
+    pub fn commit(self) -> Result<()> {
+        let db = self.db.clone();
+        match self.submit()? {
+            Some(ticket) => db.wait_for_commit(&ticket),
+            None => Ok(()),
+        }
+    }
+
+    /// Roll back (the same as dropping it).
+    pub fn rollback(mut self) {
+        self.end_with(|state, id| state.tracker.abort(id));
+    }
+}
+
+impl<E: Env> Drop for Transaction<E> {
+    fn drop(&mut self) {
+        self.end_with(|state, id| state.tracker.abort(id));
+    }
+}
+
+impl<E: Env> ReadTransaction<E> {
+    /// The sequence this transaction reads at.
+    pub fn snapshot(&self) -> Sequence {
+        self.snapshot
+    }
+
+    /// Read `key` at the snapshot. Never a conflict.
+    pub fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let value = self.db.get_at(key, self.snapshot)?;
+        let tracked = self.db.inner.state().tracker.on_read(self.id, key);
+        assert!(tracked.is_ok(), "a read-only transaction was chosen to abort");
+        Ok(value)
+    }
+
+    /// Every (key, value) in `range` at the snapshot. Never a conflict.
+    pub fn scan<'a>(&mut self, range: impl RangeBounds<&'a [u8]>) -> Result<ScanIter> {
+        let bounds = key_range(&range);
+        let rows = self.db.scan_at(&bounds.start, bounds.end.as_deref(), self.snapshot, usize::MAX)?;
+        let tracked = self.db.inner.state().tracker.on_scan(self.id, bounds);
+        assert!(tracked.is_ok(), "a read-only transaction was chosen to abort");
+        Ok(ScanIter { rows: rows.into_iter() })
+    }
+}
+
+impl<E: Env> Drop for ReadTransaction<E> {
+    fn drop(&mut self) {
+        let mut state = self.db.inner.state();
+        let end = state.next_sequence;
+        let finished = state.tracker.finish(self.id, end);
+        assert!(finished.is_ok(), "a read-only transaction was doomed");
+        release_snapshot(&mut state, self.snapshot);
+    }
+}
+
+/// Step 1: validate `txn`'s writes, assign sequences, append the record. Under the state lock.
+pub(crate) fn submit<E: Env>(
+    inner: &Arc<Inner<E>>,
+    state: &mut State<E>,
+    writes: Vec<BatchWrite>,
+    txn: TxnId,
+) -> Result<CommitTicket> {
+    if let Err(error) = state.check_writable() {
+        state.tracker.abort(txn);
+        return Err(error);
+    }
+    let first = state.next_sequence;
+    let last = first + writes.len() as u64 - 1;
+    let keys: Vec<Vec<u8>> = writes.iter().map(|write| write.key.clone()).collect();
+    state.tracker.commit(txn, &keys, last).map_err(conflict)?;
+    let batch = Batch { first_sequence: first, writes };
+    let split = inner.env.buggify("wal.split_write");
+    if let Err(error) = state.wal.append(RecordKind::Batch, &crate::wal::encode_batch(&batch), split) {
+        let error = Error::from(error);
+        inner.poison(state, &error);
+        return Err(error);
+    }
+    state.next_sequence = last + 1;
+    let (wal_number, end_offset) = (state.wal.number(), state.wal.end_offset());
+    state.pending_commits.push_back(PendingCommit { batch, wal_number, end_offset });
+    state.tracker.prune();
+    // Canary: acknowledge before the record is synced.
+    if inner.options.sync_mode == SyncMode::NoSync || crate::canary::active("unsynced-ack") {
+        acknowledge(state, true);
+        maybe_rotate(inner, state)?;
+    }
+    Ok(CommitTicket { last_sequence: last })
+}
+
+/// Step 3: make every durable pending commit visible, in sequence order. `all` acknowledges every pending
+/// commit (`NoSync` mode, or after the segment was sealed and synced).
+pub(crate) fn acknowledge<E: Env>(state: &mut State<E>, all: bool) {
+    while let Some(front) = state.pending_commits.front() {
+        let durable = all || front.wal_number < state.wal.number() || front.end_offset <= state.wal.synced_offset();
+        if !durable {
+            break;
+        }
+        let commit = state.pending_commits.pop_front().expect("front exists");
+        for (index, write) in commit.batch.writes.iter().enumerate() {
+            state.memtable.insert(&write.key, commit.batch.first_sequence + index as u64, write.kind, &write.value);
+        }
+        let last = commit.batch.last_sequence();
+        assert!(last > state.last_sequence, "acknowledged out of sequence order");
+        state.last_sequence = last;
+    }
+}
+
+pub(crate) fn maybe_rotate<E: Env>(inner: &Arc<Inner<E>>, state: &mut State<E>) -> Result<()> {
+    let full = state.memtable.size_bytes() >= inner.options.flush_threshold_bytes;
+    if full || (!state.memtable.is_empty() && inner.env.buggify("memtable.early_rotate")) {
+        crate::jobs::rotate(inner, state)?;
+    }
+    Ok(())
+}
+
+/// The running group-commit task, spawned if there is none.
+pub(crate) fn ensure_group_commit_task<E: Env>(inner: &Arc<Inner<E>>, state: &mut State<E>) -> TaskHandle {
+    if let Some(handle) = &state.group_commit_task {
+        return handle.clone();
+    }
+    let weak = Arc::downgrade(inner);
+    let handle = inner.env.spawn(
+        "group-commit",
+        Box::new(move || {
+            let Some(inner) = weak.upgrade() else { return TaskStep::Done };
+            match group_commit_step(&inner) {
+                Ok(true) => TaskStep::Continue,
+                Ok(false) => TaskStep::Done,
+                Err(error) => {
+                    let mut state = inner.state();
+                    inner.poison(&mut state, &error);
+                    state.group_commit_task = None;
+                    TaskStep::Done
+                }
+            }
+        }),
+    );
+    state.group_commit_task = Some(handle.clone());
+    handle
+}
+
+/// Step 2: sync the log once for every record appended so far (outside the lock), then acknowledge.
+fn group_commit_step<E: Env>(inner: &Arc<Inner<E>>) -> Result<bool> {
+    let (file, number, end) = {
+        let mut state = inner.state();
+        if state.pending_commits.is_empty() || state.poisoned.is_some() {
+            state.group_commit_task = None;
+            return Ok(false);
+        }
+        (state.wal.file_handle(), state.wal.number(), state.wal.end_offset())
+    };
+    let synced = file.sync();
+    let mut state = inner.state();
+    match synced {
+        Ok(()) => {}
+        // Canary: a failed sync is treated as success.
+        Err(_) if crate::canary::active("fsync-error-ignored") => {}
+        Err(error) => return Err(error.into()),
+    }
+    if state.wal.number() == number {
+        state.wal.mark_synced(end);
+    }
+    acknowledge(&mut state, false);
+    maybe_rotate(inner, &mut state)?;
+    let more = !state.pending_commits.is_empty();
+    if !more {
+        state.group_commit_task = None;
+    }
+    Ok(more)
+}
