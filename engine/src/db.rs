@@ -168,7 +168,9 @@ impl<E: Env> std::fmt::Debug for Db<E> {
 
 fn check_sizes(key: &[u8], value: &[u8]) -> Result<()> {
     if key.len() > KEY_SIZE_BYTES_MAX {
-        return Err(Error::InvalidArgument { message: format!("key of {} bytes over {KEY_SIZE_BYTES_MAX}", key.len()) });
+        return Err(Error::InvalidArgument {
+            message: format!("key of {} bytes over {KEY_SIZE_BYTES_MAX}", key.len()),
+        });
     }
     if value.len() > VALUE_SIZE_BYTES_MAX {
         let message = format!("value of {} bytes over {VALUE_SIZE_BYTES_MAX}", value.len());

@@ -13,7 +13,9 @@ use crate::manifest::{Manifest, TableMeta, write_manifest};
 use crate::memtable::Memtable;
 use crate::sstable::{Table, TableBuilder, TableOptions};
 use crate::types::Entry;
-use crate::version::{EntrySource, LiveTable, MergeIter, Version, is_bottom, pick_compaction, pick_full, retain_versions};
+use crate::version::{
+    EntrySource, LiveTable, MergeIter, Version, is_bottom, pick_compaction, pick_full, retain_versions,
+};
 use crate::wal::{RecordKind, WalWriter};
 
 /// Bytes charged per entry when sizing compaction outputs.

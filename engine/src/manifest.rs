@@ -148,7 +148,8 @@ fn decode_body(body: &mut Reader<'_>) -> Result<Manifest, DecodeError> {
     for _ in 0..count {
         let at = body.position as u64;
         let level = body.take(1)?[0];
-        let (file_number, size_bytes, min_sequence, max_sequence) = (body.u64()?, body.u64()?, body.u64()?, body.u64()?);
+        let (file_number, size_bytes, min_sequence, max_sequence) =
+            (body.u64()?, body.u64()?, body.u64()?, body.u64()?);
         let (min_key, max_key) = (body.bytes()?, body.bytes()?);
         if level as usize >= LEVELS || min_key > max_key || min_sequence > max_sequence {
             return Err(DecodeError::new(at, "table entry out of range"));

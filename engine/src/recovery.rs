@@ -64,8 +64,12 @@ pub(crate) fn open<E: Env>(env: E, dir: &Path, options: Options) -> Result<Db<E>
         Err(env::Error::Locked { .. }) => return Err(Error::Locked { path: lock_path }),
         Err(error) => return Err(error.into()),
     };
-    let manifest = read_manifest(&env, dir)?
-        .unwrap_or(Manifest { next_file_number: 1, last_sequence: 0, log_number: 0, tables: Vec::new() });
+    let manifest = read_manifest(&env, dir)?.unwrap_or(Manifest {
+        next_file_number: 1,
+        last_sequence: 0,
+        log_number: 0,
+        tables: Vec::new(),
+    });
     let listing = list(&env, dir)?;
     let cache = Arc::new(BlockCache::new(options.block_cache_bytes));
     let version = open_tables(&env, dir, &manifest, &cache)?;
@@ -113,12 +117,7 @@ pub(crate) fn open<E: Env>(env: E, dir: &Path, options: Options) -> Result<Db<E>
     Ok(Db { inner })
 }
 
-fn open_tables<E: Env>(
-    env: &E,
-    dir: &Path,
-    manifest: &Manifest,
-    cache: &Arc<BlockCache>,
-) -> Result<Version<E::File>> {
+fn open_tables<E: Env>(env: &E, dir: &Path, manifest: &Manifest, cache: &Arc<BlockCache>) -> Result<Version<E::File>> {
     let mut added = Vec::with_capacity(manifest.tables.len());
     for meta in &manifest.tables {
         let path = dir.join(table_file_name(meta.file_number));

@@ -299,7 +299,9 @@ impl ConflictTracker {
             let clash = self.committed_writers_after(snapshot, |w| w.contains(key.as_slice()), txn);
             if !clash.is_empty() {
                 self.stats.ww_aborts += 1;
-                return Err(Conflict { reason: format!("write-write conflict on {}: first committer wins", render(key)) });
+                return Err(Conflict {
+                    reason: format!("write-write conflict on {}: first committer wins", render(key)),
+                });
             }
         }
         self.txns.get_mut(&txn).expect("committer").writes = writes.iter().cloned().collect();
@@ -316,14 +318,18 @@ impl ConflictTracker {
             if let Some(victim) = victim {
                 if victim == txn {
                     self.stats.dangerous_aborts += 1;
-                    return Err(Conflict { reason: format!("dangerous structure through rw conflict on {}", render(&key)) });
+                    return Err(Conflict {
+                        reason: format!("dangerous structure through rw conflict on {}", render(&key)),
+                    });
                 }
                 self.doom(victim, format!("rw conflict on {} with a transaction that committed first", render(&key)));
             }
         }
         if !writes.is_empty() && self.read_only_guard_trips(txn) {
             self.stats.read_only_guard_aborts += 1;
-            return Err(Conflict { reason: "an open read-only transaction sees a commit this writer must precede".into() });
+            return Err(Conflict {
+                reason: "an open read-only transaction sees a commit this writer must precede".into(),
+            });
         }
         Ok(())
     }

@@ -199,11 +199,8 @@ impl<E: Env> Transaction<E> {
     pub fn scan<'a>(&mut self, range: impl RangeBounds<&'a [u8]>) -> Result<ScanIter> {
         self.check_open()?;
         let bounds = key_range(&range);
-        let mut rows: BTreeMap<Vec<u8>, Vec<u8>> = self
-            .db
-            .scan_at(&bounds.start, bounds.end.as_deref(), self.snapshot, usize::MAX)?
-            .into_iter()
-            .collect();
+        let mut rows: BTreeMap<Vec<u8>, Vec<u8>> =
+            self.db.scan_at(&bounds.start, bounds.end.as_deref(), self.snapshot, usize::MAX)?.into_iter().collect();
         for (key, write) in self.writes.iter().filter(|(key, _)| bounds.contains(key)) {
             match write {
                 Some(value) => rows.insert(key.clone(), value.clone()),

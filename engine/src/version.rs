@@ -320,8 +320,11 @@ mod tests {
     #[test]
     fn merge_orders_and_skips_duplicates() {
         let newer: Vec<Result<Entry>> = vec![Ok(entry("a", 5, ValueKind::Put)), Ok(entry("c", 6, ValueKind::Put))];
-        let older: Vec<Result<Entry>> =
-            vec![Ok(entry("a", 5, ValueKind::Put)), Ok(entry("a", 3, ValueKind::Put)), Ok(entry("b", 1, ValueKind::Put))];
+        let older: Vec<Result<Entry>> = vec![
+            Ok(entry("a", 5, ValueKind::Put)),
+            Ok(entry("a", 3, ValueKind::Put)),
+            Ok(entry("b", 1, ValueKind::Put)),
+        ];
         let merged: Vec<(String, u64)> = MergeIter::new(vec![Box::new(newer.into_iter()), Box::new(older.into_iter())])
             .map(|e| {
                 let e = e.unwrap();

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 
-use crate::{Env, Error, File, OpenOptions, Op, Result, Task, TaskHandle, TaskStep};
+use crate::{Env, Error, File, Op, OpenOptions, Result, Task, TaskHandle, TaskStep};
 
 /// The real operating system: `std::fs` files, a monotonic clock, OS-seeded ChaCha, one thread per task.
 #[derive(Clone)]
@@ -70,6 +70,21 @@ fn map_io(op: Op, path: &Path, error: io::Error) -> Error {
         io::ErrorKind::UnexpectedEof => Error::UnexpectedEof { op, path, offset: 0 },
         io::ErrorKind::InvalidInput => Error::InvalidInput { op, path, message: error.to_string() },
         _ => Error::Io { op, path, message: error.to_string() },
+    }
+}
+
+/// Marks a task finished when its thread ends, normally or by a panic.
+struct FinishGuard {
+    inner: Arc<RealInner>,
+    id: u64,
+}
+
+impl Drop for FinishGuard {
+    fn drop(&mut self) {
+        let mut tasks = self.inner.tasks.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let removed = tasks.remove(&self.id);
+        assert!(removed || std::thread::panicking(), "task {} finished twice", self.id);
+        self.inner.tasks_changed.notify_all();
     }
 }
 
@@ -194,11 +209,9 @@ impl Env for RealEnv {
         std::thread::Builder::new()
             .name(format!("holdfast-{name}"))
             .spawn(move || {
+                // Removes the task and wakes waiters even if the task panics, so `wait` never hangs on it.
+                let _finished = FinishGuard { inner, id };
                 while task() == TaskStep::Continue {}
-                let mut tasks = inner.tasks.lock().expect("task table poisoned");
-                let removed = tasks.remove(&id);
-                assert!(removed, "task {id} finished twice");
-                inner.tasks_changed.notify_all();
             })
             .expect("failed to spawn a thread");
         TaskHandle { id, name: name.to_string(), epoch: 0 }

@@ -241,10 +241,19 @@ fn swarm_workload(rng: &mut DeterministicRng) -> WorkloadConfig {
         KeyDistribution::Hot { hot_keys, hot_ppm }
     };
     let value_size_bytes_max = [0u32, 8, 64, 256, VALUE_SIZE_BYTES_MAX][rng.index(5)];
-    let large_value_ppm = if rng.chance_ppm(300_000) { u32::try_from(rng.range_inclusive(1_000, 50_000)).expect("fits") } else { 0 };
-    let large_value_size_bytes_max = u32::try_from(rng.range_inclusive(4096, u64::from(LARGE_VALUE_SIZE_BYTES_MAX))).expect("fits");
+    let large_value_ppm =
+        if rng.chance_ppm(300_000) { u32::try_from(rng.range_inclusive(1_000, 50_000)).expect("fits") } else { 0 };
+    let large_value_size_bytes_max =
+        u32::try_from(rng.range_inclusive(4096, u64::from(LARGE_VALUE_SIZE_BYTES_MAX))).expect("fits");
     let scan_keys_max = u32::try_from(rng.range_inclusive(1, u64::from(SCAN_KEYS_MAX))).expect("fits");
-    WorkloadConfig { key_count, distribution, value_size_bytes_max, large_value_ppm, large_value_size_bytes_max, scan_keys_max }
+    WorkloadConfig {
+        key_count,
+        distribution,
+        value_size_bytes_max,
+        large_value_ppm,
+        large_value_size_bytes_max,
+        scan_keys_max,
+    }
 }
 
 fn swarm_weights(rng: &mut DeterministicRng) -> OpWeights {
@@ -333,15 +342,31 @@ impl fmt::Display for SwarmConfig {
             f,
             "weights: put={} del={} get={} scan={} flush={} compact={} task={} reopen={} fault={} crash={} \
              crash_at_io={}(k<={}) crash_in_recovery={}(k<={})",
-            o.put, o.delete, o.get, o.scan, o.flush, o.compact, o.run_task, o.reopen, o.fault, o.crash,
-            o.crash_at_io, self.crash_at_io_k_max, o.crash_during_recovery, self.recovery_crash_k_max
+            o.put,
+            o.delete,
+            o.get,
+            o.scan,
+            o.flush,
+            o.compact,
+            o.run_task,
+            o.reopen,
+            o.fault,
+            o.crash,
+            o.crash_at_io,
+            self.crash_at_io_k_max,
+            o.crash_during_recovery,
+            self.recovery_crash_k_max
         )?;
         let t = &self.tuning;
         writeln!(
             f,
             "tuning: flush_threshold={}B block={}B bloom={}b/key ratio={} l0_trigger={} cache={}B",
-            t.flush_threshold_bytes, t.block_size_bytes, t.bloom_bits_per_key, t.level_size_ratio,
-            t.l0_compaction_trigger, t.block_cache_bytes
+            t.flush_threshold_bytes,
+            t.block_size_bytes,
+            t.bloom_bits_per_key,
+            t.level_size_ratio,
+            t.l0_compaction_trigger,
+            t.block_cache_bytes
         )?;
         let kinds: Vec<String> = self
             .enabled_fault_kinds()

@@ -163,7 +163,8 @@ fn bad_input(message: &str) -> u8 {
 
 fn read_file(path: &Path) -> Result<String, String> {
     let env = RealEnv::new();
-    let file = env.open(path, OpenOptions::read()).map_err(|error| format!("cannot read {}: {error}", path.display()))?;
+    let file =
+        env.open(path, OpenOptions::read()).map_err(|error| format!("cannot read {}: {error}", path.display()))?;
     let len = file.len().map_err(|error| error.to_string())?;
     if len > SCHEDULE_SIZE_BYTES_MAX {
         return Err(format!("{} is {len} bytes, above {SCHEDULE_SIZE_BYTES_MAX}", path.display()));
@@ -289,8 +290,7 @@ fn progress_bar(seeds: u64) -> ProgressBar {
 }
 
 fn swarm_mode<T: Target>(cli: &Cli, seeds: Range<u64>) -> u8 {
-    let options =
-        SwarmOptions { seeds, shard: cli.shard, stop_on_failure: cli.stop_on_failure, run: run_options(cli) };
+    let options = SwarmOptions { seeds, shard: cli.shard, stop_on_failure: cli.stop_on_failure, run: run_options(cli) };
     let seeds_total = options.shard_seeds().count() as u64;
     let bar = progress_bar(seeds_total);
     let mut failures = 0u64;
@@ -336,12 +336,7 @@ fn print_swarm_json(summary: &SwarmSummary, missing: &[String], digest: u64) {
 }
 
 fn print_swarm_text(cli: &Cli, summary: &SwarmSummary, missing: &[String]) {
-    println!(
-        "seeds: run={} passed={} failed={}",
-        summary.seeds_run,
-        summary.seeds_passed,
-        summary.failures.len()
-    );
+    println!("seeds: run={} passed={} failed={}", summary.seeds_run, summary.seeds_passed, summary.failures.len());
     println!("coverage totals:");
     for (name, count) in &summary.coverage.counters {
         let required = if summary.required.contains(name) { " (required)" } else { "" };

@@ -326,9 +326,7 @@ fn outcome<T: Target>(
 
 /// Run the same thing twice in-process and compare per-step digests. `Ok(steps)` when identical; `Err((step,
 /// first, second))` names the first step whose running digest differs (the step count for the final digest).
-pub fn check_determinism<S>(
-    mut run: impl FnMut() -> Outcome<S>,
-) -> Result<u64, (u64, u64, u64)> {
+pub fn check_determinism<S>(mut run: impl FnMut() -> Outcome<S>) -> Result<u64, (u64, u64, u64)> {
     let first = run();
     let second = run();
     assert!(!first.step_digests.is_empty() || first.steps_run == 0, "determinism check needs step digests");

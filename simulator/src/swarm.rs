@@ -48,8 +48,7 @@ pub struct SwarmSummary {
 impl SwarmSummary {
     /// Required counters still at zero.
     pub fn missing_coverage(&self) -> Vec<String> {
-        let missing: Vec<String> =
-            self.required.iter().filter(|name| self.coverage.get(name) == 0).cloned().collect();
+        let missing: Vec<String> = self.required.iter().filter(|name| self.coverage.get(name) == 0).cloned().collect();
         debug_assert!(missing.len() <= self.required.len());
         missing
     }

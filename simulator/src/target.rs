@@ -80,8 +80,7 @@ impl Violation {
         expected: impl Into<String>,
         actual: impl Into<String>,
     ) -> Self {
-        let violation =
-            Self { invariant: invariant.into(), kind, expected: expected.into(), actual: actual.into() };
+        let violation = Self { invariant: invariant.into(), kind, expected: expected.into(), actual: actual.into() };
         assert!(!violation.invariant.is_empty(), "a violation needs an invariant name");
         violation
     }

@@ -129,12 +129,7 @@ fn reopen_through_crashes(env: &SimEnv, options: &Options, rng: &mut Determinist
     Db::open(env.clone(), "/db", options.clone()).expect("recovery without faults")
 }
 
-fn verify(
-    db: &Db<SimEnv>,
-    model: &BTreeMap<Vec<u8>, Vec<u8>>,
-    written: &BTreeMap<Vec<u8>, Vec<Vec<u8>>>,
-    seed: u64,
-) {
+fn verify(db: &Db<SimEnv>, model: &BTreeMap<Vec<u8>, Vec<u8>>, written: &BTreeMap<Vec<u8>, Vec<Vec<u8>>>, seed: u64) {
     for i in 0..40 {
         let k = key(i);
         let actual = db.get(&k).unwrap();

@@ -57,7 +57,8 @@ pub(crate) enum WriteFate {
 
 /// The choices a crash needs, supplied by the caller as pure functions of stable keys.
 pub(crate) trait CrashDecisions {
-    fn keep_meta(&mut self, index: usize) -> bool;
+    /// `key`: a stable key of the operation (its path and that path's operation index), not its position.
+    fn keep_meta(&mut self, key: u64) -> bool;
     fn write_fate(&mut self, key: u64) -> WriteFate;
     fn keep_sector(&mut self, key: u64, sector: u64) -> bool;
     fn keep_set_len(&mut self, key: u64) -> bool;
@@ -75,7 +76,7 @@ pub(crate) struct CrashEffects {
 pub(crate) struct Disk {
     pub(crate) current: BTreeMap<PathBuf, Node>,
     pub(crate) durable: BTreeMap<PathBuf, Node>,
-    pub(crate) pending_meta: Vec<(PathBuf, MetaOp)>,
+    pub(crate) pending_meta: Vec<(PathBuf, MetaOp, u64)>,
     pub(crate) inodes: BTreeMap<InodeId, Inode>,
     next_inode: InodeId,
 }
@@ -105,36 +106,37 @@ impl Disk {
     }
 
     /// Create an empty file at `path` (its parent must be a directory). Pending until the parent is synced.
-    pub(crate) fn create_file(&mut self, path: &Path) -> InodeId {
+    pub(crate) fn create_file(&mut self, path: &Path, key: u64) -> InodeId {
         assert!(self.lookup(path).is_none(), "create_file over an existing entry");
         assert!(self.is_dir(&parent_of(path)), "create_file without a parent directory");
         let inode = self.next_inode;
         self.next_inode += 1;
         self.inodes.insert(inode, Inode::default());
         self.current.insert(path.to_path_buf(), Node::File(inode));
-        self.pending_meta.push((parent_of(path), MetaOp::Create { path: path.to_path_buf(), inode }));
+        self.pending_meta.push((parent_of(path), MetaOp::Create { path: path.to_path_buf(), inode }, key));
         inode
     }
 
-    pub(crate) fn mkdir(&mut self, path: &Path) {
+    pub(crate) fn mkdir(&mut self, path: &Path, key: u64) {
         assert!(self.lookup(path).is_none(), "mkdir over an existing entry");
         assert!(self.is_dir(&parent_of(path)), "mkdir without a parent directory");
         self.current.insert(path.to_path_buf(), Node::Dir);
-        self.pending_meta.push((parent_of(path), MetaOp::Mkdir { path: path.to_path_buf() }));
+        self.pending_meta.push((parent_of(path), MetaOp::Mkdir { path: path.to_path_buf() }, key));
     }
 
-    pub(crate) fn remove(&mut self, path: &Path) {
+    pub(crate) fn remove(&mut self, path: &Path, key: u64) {
         let removed = self.current.remove(path);
         assert!(matches!(removed, Some(Node::File(_))), "remove of a missing file");
-        self.pending_meta.push((parent_of(path), MetaOp::Remove { path: path.to_path_buf() }));
+        self.pending_meta.push((parent_of(path), MetaOp::Remove { path: path.to_path_buf() }, key));
     }
 
-    pub(crate) fn rename(&mut self, from: &Path, to: &Path) {
+    pub(crate) fn rename(&mut self, from: &Path, to: &Path, key: u64) {
         assert_eq!(parent_of(from), parent_of(to), "rename across directories");
         let node = self.current.remove(from).expect("rename of a missing file");
         assert!(matches!(node, Node::File(_)), "rename of a directory");
         self.current.insert(to.to_path_buf(), node);
-        self.pending_meta.push((parent_of(from), MetaOp::Rename { from: from.to_path_buf(), to: to.to_path_buf() }));
+        let op = MetaOp::Rename { from: from.to_path_buf(), to: to.to_path_buf() };
+        self.pending_meta.push((parent_of(from), op, key));
     }
 
     pub(crate) fn list(&self, dir: &Path) -> Vec<PathBuf> {
@@ -152,11 +154,11 @@ impl Disk {
     /// Make every pending metadata operation of `dir` durable, in order.
     pub(crate) fn sync_dir(&mut self, dir: &Path) {
         let mut kept = Vec::with_capacity(self.pending_meta.len());
-        for (parent, op) in std::mem::take(&mut self.pending_meta) {
+        for (parent, op, key) in std::mem::take(&mut self.pending_meta) {
             if parent == dir || (is_root(&parent) && is_root(dir)) {
                 apply_meta(&mut self.durable, &op);
             } else {
-                kept.push((parent, op));
+                kept.push((parent, op, key));
             }
         }
         self.pending_meta = kept;
@@ -185,8 +187,8 @@ impl Disk {
     /// Apply a crash: rebuild the durable image from the decisions, and make it the current image.
     pub(crate) fn crash(&mut self, decisions: &mut dyn CrashDecisions) -> CrashEffects {
         let mut effects = CrashEffects::default();
-        for (index, (_, op)) in std::mem::take(&mut self.pending_meta).into_iter().enumerate() {
-            if decisions.keep_meta(index) {
+        for (_, op, key) in std::mem::take(&mut self.pending_meta) {
+            if decisions.keep_meta(key) {
                 apply_meta(&mut self.durable, &op);
             } else {
                 effects.meta_dropped.push(meta_path(&op).to_path_buf());

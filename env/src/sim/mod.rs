@@ -16,10 +16,10 @@ use std::thread::ThreadId;
 use std::time::Duration;
 
 use self::disk::{CrashDecisions, Disk, InodeId, Node, PendingData, WriteFate, is_root, parent_of, write_into};
-use self::faults::{detail, fires, tag};
 pub use self::faults::{ExplicitFault, FaultConfig, FaultKind, FaultRecord};
+use self::faults::{detail, fires, tag};
 use crate::random::{DeterministicRng, StableHasher, chance_ppm, hash_bytes, keyed};
-use crate::{Env, Error, File, OpenOptions, Op, Result, SECTOR_SIZE_BYTES, Task, TaskHandle, TaskStep};
+use crate::{Env, Error, File, Op, OpenOptions, Result, SECTOR_SIZE_BYTES, Task, TaskHandle, TaskStep};
 
 /// The fault log keeps at most this many records; later faults are only counted.
 pub const FAULT_LOG_MAX: usize = 100_000;
@@ -310,9 +310,7 @@ impl SimEnv {
         use std::hash::Hasher;
         let world = self.lock_world();
         let mut hasher = StableHasher::new();
-        for (label, namespace, durable) in
-            [(1u64, &world.disk.durable, true), (2u64, &world.disk.current, false)]
-        {
+        for (label, namespace, durable) in [(1u64, &world.disk.durable, true), (2u64, &world.disk.current, false)] {
             hasher.write_u64(label);
             for (path, node) in namespace {
                 hasher.write(path.as_os_str().as_encoded_bytes());
@@ -335,12 +333,7 @@ impl SimEnv {
     /// Tasks that can be stepped, as (id, name), by id.
     pub fn runnable_tasks(&self) -> Vec<(u64, String)> {
         let world = self.lock_world();
-        world
-            .tasks
-            .iter()
-            .filter(|(_, slot)| slot.task.is_some())
-            .map(|(&id, slot)| (id, slot.name.clone()))
-            .collect()
+        world.tasks.iter().filter(|(_, slot)| slot.task.is_some()).map(|(&id, slot)| (id, slot.name.clone())).collect()
     }
 
     /// Run one step of task `id`. None if there is no such runnable task.
@@ -419,8 +412,8 @@ struct KeyedCrash<'a> {
 }
 
 impl CrashDecisions for KeyedCrash<'_> {
-    fn keep_meta(&mut self, index: usize) -> bool {
-        let value = keyed(&[self.seed, tag::CRASH_META, self.crash, index as u64]);
+    fn keep_meta(&mut self, key: u64) -> bool {
+        let value = keyed(&[self.seed, tag::CRASH_META, self.crash, key]);
         chance_ppm(self.config.crash_metadata_kept_ppm, value)
     }
 
@@ -524,6 +517,14 @@ impl World {
         let index = info.operations;
         info.operations += 1;
         (info.hash, index)
+    }
+
+    /// The stable key of a metadata operation on `path`: its path and that path's operation index, so removing
+    /// an unrelated step does not change which metadata operations a crash keeps.
+    fn meta_key(&mut self, path: &Path) -> u64 {
+        let path_id = self.path_id(path);
+        let (path_hash, op_index) = self.next_operation(path_id);
+        keyed(&[path_hash, op_index])
     }
 
     fn fires(&self, kind: FaultKind, path_hash: u64, op_index: u64) -> bool {
@@ -727,14 +728,23 @@ impl File for SimFile {
             return Err(self.io_error(Op::Sync, "fsync error"));
         }
         let inode = world.disk.inodes.get_mut(&self.inode).expect("open inode exists");
+        let mut last_write: Option<(usize, usize)> = None;
         for op in std::mem::take(&mut inode.pending) {
             match op {
-                PendingData::Write { offset, data, .. } => write_into(&mut inode.durable, offset, &data),
+                PendingData::Write { offset, data, .. } => {
+                    write_into(&mut inode.durable, offset, &data);
+                    last_write = Some((offset as usize, data.len()));
+                }
                 PendingData::SetLen { len, .. } => inode.durable.resize(len as usize, 0),
             }
         }
         assert_eq!(inode.durable.len(), inode.current.len(), "sync left durable and current lengths apart");
-        debug_assert!(inode.durable == inode.current, "sync left durable and current bytes apart");
+        // Paired check on what this sync applied (a whole-file compare would make every sync O(file size)).
+        if let Some((start, len)) = last_write {
+            let end = (start + len).min(inode.current.len());
+            let start = start.min(end);
+            assert!(inode.durable[start..end] == inode.current[start..end], "sync left durable and current apart");
+        }
         Ok(())
     }
 
@@ -830,6 +840,11 @@ impl Env for SimEnv {
     fn open(&self, path: &Path, options: OpenOptions) -> Result<SimFile> {
         let mut world = self.lock_world();
         world.begin_io(Op::Open, path, None)?;
+        if (options.create || options.truncate) && !options.write {
+            // As std (and so RealEnv) does: creating or truncating needs write access.
+            let message = "create or truncate without write access".to_string();
+            return Err(Error::InvalidInput { op: Op::Open, path: path.into(), message });
+        }
         let inode = match world.disk.lookup(path) {
             Some(Node::Dir) => {
                 return Err(Error::InvalidInput { op: Op::Open, path: path.into(), message: "is a directory".into() });
@@ -842,7 +857,10 @@ impl Env for SimEnv {
             None if !world.current_dir_exists(&parent_of(path)) => {
                 return Err(Error::NotFound { op: Op::Open, path: parent_of(path) });
             }
-            None => world.disk.create_file(path),
+            None => {
+                let key = world.meta_key(path);
+                world.disk.create_file(path, key)
+            }
         };
         let path_id = world.path_id(path);
         let epoch = world.epoch;
@@ -886,7 +904,8 @@ impl Env for SimEnv {
             cursor = dir.parent();
         }
         for dir in missing.iter().rev() {
-            world.disk.mkdir(dir);
+            let key = world.meta_key(dir);
+            world.disk.mkdir(dir, key);
         }
         Ok(())
     }
@@ -913,7 +932,8 @@ impl Env for SimEnv {
         world.begin_io(Op::Remove, path, None)?;
         match world.disk.lookup(path) {
             Some(Node::File(_)) => {
-                world.disk.remove(path);
+                let key = world.meta_key(path);
+                world.disk.remove(path, key);
                 Ok(())
             }
             Some(Node::Dir) => {
@@ -935,7 +955,8 @@ impl Env for SimEnv {
         }
         match (world.disk.lookup(from), world.disk.lookup(to)) {
             (Some(Node::File(_)), None | Some(Node::File(_))) => {
-                world.disk.rename(from, to);
+                let key = world.meta_key(to);
+                world.disk.rename(from, to, key);
                 Ok(())
             }
             (None, _) => Err(Error::NotFound { op: Op::Rename, path: from.into() }),
@@ -965,7 +986,8 @@ impl Env for SimEnv {
                 return Err(Error::InvalidInput { op: Op::Lock, path: path.into(), message: "is a directory".into() });
             }
             None if world.current_dir_exists(&parent_of(path)) => {
-                world.disk.create_file(path);
+                let key = world.meta_key(path);
+                world.disk.create_file(path, key);
             }
             None => return Err(Error::NotFound { op: Op::Lock, path: parent_of(path) }),
         }

@@ -42,7 +42,8 @@ impl EngineTarget {
             2 => Action::Get { key: workload.pick_key(rng) },
             3 => {
                 let start = workload.pick_key(rng);
-                let keys = u32::try_from(rng.range_inclusive(1, u64::from(workload.scan_keys_max.max(1)))).expect("fits");
+                let keys =
+                    u32::try_from(rng.range_inclusive(1, u64::from(workload.scan_keys_max.max(1)))).expect("fits");
                 Action::Scan { start, end: start.saturating_add(keys) }
             }
             4 => Action::Flush,
@@ -65,12 +66,8 @@ impl EngineTarget {
     }
 
     fn generate_fault(&mut self, rng: &mut DeterministicRng, config: &SwarmConfig) -> Action {
-        let files: Vec<_> = self
-            .env
-            .files()
-            .into_iter()
-            .filter(|file| in_db_dir(&file.path) && !file.path.ends_with("LOCK"))
-            .collect();
+        let files: Vec<_> =
+            self.env.files().into_iter().filter(|file| in_db_dir(&file.path) && !file.path.ends_with("LOCK")).collect();
         if files.is_empty() {
             return Action::Get { key: config.workload.pick_key(rng) };
         }
@@ -94,7 +91,11 @@ impl EngineTarget {
         let mut observed = self.apply_action(&step.action)?;
         if self.env.is_halted() {
             self.classify_crash(activity);
-            let (op, path) = self.env.last_crash().map(|(op, path)| (op.to_string(), path.display().to_string())).unwrap_or_default();
+            let (op, path) = self
+                .env
+                .last_crash()
+                .map(|(op, path)| (op.to_string(), path.display().to_string()))
+                .unwrap_or_default();
             self.count("crashes");
             self.recover()?;
             observed = Observed::CutByCrash { op, path };
@@ -194,7 +195,11 @@ impl EngineTarget {
         ))
     }
 
-    fn call(&mut self, what: &str, f: impl FnOnce(&engine::Db<env::SimEnv>) -> engine::Result<()>) -> Result<Observed, Violation> {
+    fn call(
+        &mut self,
+        what: &str,
+        f: impl FnOnce(&engine::Db<env::SimEnv>) -> engine::Result<()>,
+    ) -> Result<Observed, Violation> {
         if !self.ensure_db()? {
             return Ok(self.unavailable());
         }
@@ -278,7 +283,11 @@ impl EngineTarget {
                     "oracle.scan_shape",
                     FailureKind::Safety,
                     format!("keys strictly ascending within [k{start:06}, k{end:06})"),
-                    format!("key {:?} (after {:?})", String::from_utf8_lossy(key), previous.map(String::from_utf8_lossy)),
+                    format!(
+                        "key {:?} (after {:?})",
+                        String::from_utf8_lossy(key),
+                        previous.map(String::from_utf8_lossy)
+                    ),
                 ));
             };
             previous = Some(key);

@@ -421,10 +421,16 @@ impl Target for EngineTarget {
         names.extend(config.enabled_fault_kinds().iter().map(|kind| format!("fault.{}", kind.name())));
         let weights = &config.weights;
         if weights.fault > 0 {
-            names.extend(["fault.explicit_sync_error", "fault.explicit_write_error", "fault.explicit_corruption"].map(String::from));
+            names.extend(
+                ["fault.explicit_sync_error", "fault.explicit_write_error", "fault.explicit_corruption"]
+                    .map(String::from),
+            );
         }
         if weights.crash + weights.crash_at_io + weights.crash_during_recovery > 0 {
-            names.extend(["fault.crash_dropped_write", "fault.crash_torn_write", "fault.crash_dropped_metadata"].map(String::from));
+            names.extend(
+                ["fault.crash_dropped_write", "fault.crash_torn_write", "fault.crash_dropped_metadata"]
+                    .map(String::from),
+            );
         }
         if weights.crash_at_io > 0 {
             let places = ["mid_append", "between_append_and_sync", "mid_flush", "mid_compaction", "mid_manifest"];
@@ -459,7 +465,12 @@ impl EngineTarget {
                 self.unrecoverable = true;
                 return Ok(());
             }
-            return Err(Violation::new("liveness.open", FailureKind::Liveness, "Db::open succeeds once healed", "failed"));
+            return Err(Violation::new(
+                "liveness.open",
+                FailureKind::Liveness,
+                "Db::open succeeds once healed",
+                "failed",
+            ));
         }
         self.drain("liveness.drain")?;
         self.verify_all("liveness")?;

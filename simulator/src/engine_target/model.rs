@@ -248,6 +248,9 @@ mod tests {
         assert_eq!(error.invariant, "oracle.never_written_value");
         model.ack(6, Some(a));
         model.ack(6, None);
-        assert_eq!(model.observe(6, Some(a), false, "oracle").expect_err("resurrected").invariant, "oracle.resurrection");
+        assert_eq!(
+            model.observe(6, Some(a), false, "oracle").expect_err("resurrected").invariant,
+            "oracle.resurrection"
+        );
     }
 }

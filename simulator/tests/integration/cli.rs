@@ -114,8 +114,18 @@ fn help_explains_every_flag() {
     assert_eq!(output.status.code(), Some(0));
     let help = stdout(&output);
     for flag in [
-        "--seed", "--steps", "--seeds", "--stop-on-failure", "--shard", "--json", "--require-coverage", "--replay",
-        "--trace", "--save-schedule", "--check-determinism", "--bench",
+        "--seed",
+        "--steps",
+        "--seeds",
+        "--stop-on-failure",
+        "--shard",
+        "--json",
+        "--require-coverage",
+        "--replay",
+        "--trace",
+        "--save-schedule",
+        "--check-determinism",
+        "--bench",
     ] {
         assert!(help.contains(flag), "--help does not mention {flag}");
     }

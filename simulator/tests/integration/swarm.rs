@@ -8,7 +8,11 @@ fn a_small_swarm_passes_with_coverage() {
     let options = SwarmOptions { seeds: 0..20, shard: None, stop_on_failure: false, run: RunOptions::with_steps(500) };
     let mut seen = Vec::new();
     let summary = run_swarm::<EngineTarget>(&options, |outcome| seen.push(outcome.seed));
-    let reports: Vec<String> = summary.failures.iter().map(|f| format!("seed {} {}: {} vs {}", f.seed, f.invariant, f.expected, f.actual)).collect();
+    let reports: Vec<String> = summary
+        .failures
+        .iter()
+        .map(|f| format!("seed {} {}: {} vs {}", f.seed, f.invariant, f.expected, f.actual))
+        .collect();
     assert!(summary.failures.is_empty(), "failures: {reports:#?}");
     assert_eq!(summary.seeds_run, 20);
     assert_eq!(seen, (0..20).collect::<Vec<u64>>());

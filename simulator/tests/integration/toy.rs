@@ -9,7 +9,9 @@ use std::path::PathBuf;
 use env::{DeterministicRng, Env, File, OpenOptions, SimEnv, StableHasher};
 use serde::{Deserialize, Serialize};
 use simulator::config::{KeyDistribution, OpWeights, SwarmConfig, TuningConfig, WorkloadConfig};
-use simulator::{Coverage, Digest, FailureKind, Observation, RunOptions, Target, Violation, run_schedule_target, run_target};
+use simulator::{
+    Coverage, Digest, FailureKind, Observation, RunOptions, Target, Violation, run_schedule_target, run_target,
+};
 
 const TOY_DIR: &str = "/toy";
 
@@ -45,7 +47,9 @@ impl Digest for ToyObserved {
     fn digest_into(&self, hasher: &mut StableHasher) {
         match self {
             ToyObserved::Ok => hasher.write_u64(1),
-            ToyObserved::Value(value) => [2, value.map_or(0, |v| v.wrapping_add(1))].iter().for_each(|&w| hasher.write_u64(w)),
+            ToyObserved::Value(value) => {
+                [2, value.map_or(0, |v| v.wrapping_add(1))].iter().for_each(|&w| hasher.write_u64(w))
+            }
             ToyObserved::Crashed => hasher.write_u64(3),
             ToyObserved::Armed => hasher.write_u64(4),
         }
@@ -81,11 +85,27 @@ pub fn toy_config() -> SwarmConfig {
         scan_keys_max: 1,
     };
     config.weights = OpWeights {
-        put: 10, delete: 0, get: 10, scan: 0, flush: 0, compact: 0, run_task: 0, reopen: 0, fault: 0,
-        crash: 1, crash_at_io: 3, crash_during_recovery: 0,
+        put: 10,
+        delete: 0,
+        get: 10,
+        scan: 0,
+        flush: 0,
+        compact: 0,
+        run_task: 0,
+        reopen: 0,
+        fault: 0,
+        crash: 1,
+        crash_at_io: 3,
+        crash_during_recovery: 0,
     };
-    config.tuning = TuningConfig { flush_threshold_bytes: 1, block_size_bytes: 1, bloom_bits_per_key: 0,
-        level_size_ratio: 2, l0_compaction_trigger: 1, block_cache_bytes: 0 };
+    config.tuning = TuningConfig {
+        flush_threshold_bytes: 1,
+        block_size_bytes: 1,
+        bloom_bits_per_key: 0,
+        level_size_ratio: 2,
+        l0_compaction_trigger: 1,
+        block_cache_bytes: 0,
+    };
     config.faults = simulator::config::healed_faults(&config.faults);
     config.buggify = false;
     config.crash_at_io_k_max = 6;
@@ -113,11 +133,20 @@ impl<const SAFE: bool> Toy<SAFE> {
         let file = match self.env.open(&Self::path(key), OpenOptions::read()) {
             Ok(file) => file,
             Err(error) if error.is_not_found() => return Ok(None),
-            Err(error) => return Err(Violation::new("toy.read", FailureKind::UnexpectedError, "read ok", error.to_string())),
+            Err(error) => {
+                return Err(Violation::new("toy.read", FailureKind::UnexpectedError, "read ok", error.to_string()));
+            }
         };
-        let bytes = file.read_all().map_err(|e| Violation::new("toy.read", FailureKind::UnexpectedError, "ok", e.to_string()))?;
+        let bytes = file
+            .read_all()
+            .map_err(|e| Violation::new("toy.read", FailureKind::UnexpectedError, "ok", e.to_string()))?;
         let array: [u8; 8] = bytes.as_slice().try_into().map_err(|_| {
-            Violation::new("toy.torn_value", FailureKind::Durability, "an 8-byte value", format!("{} bytes", bytes.len()))
+            Violation::new(
+                "toy.torn_value",
+                FailureKind::Durability,
+                "an 8-byte value",
+                format!("{} bytes", bytes.len()),
+            )
         })?;
         Ok(Some(u64::from_le_bytes(array)))
     }
@@ -132,7 +161,12 @@ impl<const SAFE: bool> Toy<SAFE> {
             }
             return Ok(actual);
         }
-        Err(Violation::new("toy.oracle", FailureKind::Durability, format!("k{key} = {expected:?} or {maybe:?}"), format!("{actual:?}")))
+        Err(Violation::new(
+            "toy.oracle",
+            FailureKind::Durability,
+            format!("k{key} = {expected:?} or {maybe:?}"),
+            format!("{actual:?}"),
+        ))
     }
 
     fn recover(&mut self) -> Result<(), Violation> {
@@ -154,7 +188,10 @@ impl<const SAFE: bool> Target for Toy<SAFE> {
     type Observation = ToyObserved;
 
     fn open(env: SimEnv, _config: &SwarmConfig) -> Result<Self, Violation> {
-        env.create_dir_all(&PathBuf::from(TOY_DIR)).map_err(|e| Violation::new("toy.open", FailureKind::Setup, "ok", e.to_string()))?;
+        let setup = |e: env::Error| Violation::new("toy.open", FailureKind::Setup, "ok", e.to_string());
+        env.create_dir_all(&PathBuf::from(TOY_DIR)).map_err(setup)?;
+        // The directory's own entry must be durable too, or a crash takes every key with it.
+        env.sync_dir(&PathBuf::from("/")).map_err(setup)?;
         Ok(Self { env, acked: BTreeMap::new(), maybe: BTreeMap::new(), armed: None, next_value: 1, crashes: 0 })
     }
 
@@ -187,7 +224,11 @@ impl<const SAFE: bool> Target for Toy<SAFE> {
                     ToyObserved::Crashed
                 }
             },
-            ToyStep::Get { key } => ToyObserved::Value(self.check_key(*key)?),
+            ToyStep::Get { key } => match self.check_key(*key) {
+                Ok(value) => ToyObserved::Value(value),
+                Err(_) if self.env.is_halted() => ToyObserved::Crashed,
+                Err(violation) => return Err(violation),
+            },
             ToyStep::Crash => {
                 self.env.crash();
                 self.recover()?;
