@@ -279,7 +279,7 @@ fn swarm_tuning(rng: &mut DeterministicRng) -> TuningConfig {
         // 4 KiB .. 256 KiB, by powers of two: flushes and compactions really happen within a run.
         flush_threshold_bytes: 4096 << rng.below(7),
         block_size_bytes: 256 << rng.below(5),
-        bloom_bits_per_key: u32::try_from(rng.range_inclusive(0, 16)).expect("fits"),
+        bloom_bits_per_key: u32::try_from(rng.range_inclusive(1, 16)).expect("fits"),
         level_size_ratio: rng.range_inclusive(2, 10),
         l0_compaction_trigger: rng.range_inclusive(2, 8),
         block_cache_bytes: if rng.chance_ppm(300_000) { 0 } else { 16 * 1024 << rng.below(6) },
@@ -297,7 +297,7 @@ fn swarm_faults(rng: &mut DeterministicRng, buggify: bool) -> FaultConfig {
             }
         }
         if rng.chance_ppm(150_000) {
-            faults.disk_quota_bytes = Some(rng.range_inclusive(512 * 1024, 8 * 1024 * 1024));
+            faults.disk_quota_bytes = Some(rng.range_inclusive(64 * 1024, 2 * 1024 * 1024));
         }
     }
     faults.crash_write_kept_ppm = u32::try_from(rng.range_inclusive(0, 1_000_000)).expect("fits");

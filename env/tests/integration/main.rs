@@ -6,3 +6,4 @@ mod properties;
 mod real_env;
 mod scheduler;
 mod sim_units;
+mod tidy;

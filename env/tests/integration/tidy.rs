@@ -1,0 +1,124 @@
+//! Tidy checks (as rust-analyzer runs them under `cargo test`): determinism is enforced by source, not hoped for
+//! (ADR-0002). Clippy's `disallowed-*` lists are the first line; this test is the second, and also checks that
+//! the lists themselves name every entry point the project bans.
+
+use std::path::{Path, PathBuf};
+
+use env::{Env, File, OpenOptions, RealEnv};
+
+/// Packages whose sources must not touch nondeterminism directly.
+const PACKAGES: &[&str] = &["env", "engine", "simulator", "shrinker", "corpus", "specs"];
+/// The only files allowed to use the banned items: the RealEnv door, the approved hash map alias, and `env`'s own
+/// tests and benchmark of RealEnv, which clean up real temporary directories (`Env` has no `remove_dir`).
+const ALLOWED: &[&str] = &[
+    "env/src/real.rs",
+    "env/src/random.rs",
+    "env/tests/integration/tidy.rs",
+    "env/tests/integration/real_env.rs",
+    "env/examples/io_bench.rs",
+];
+/// Source patterns that mean nondeterminism entering outside `env`.
+const FORBIDDEN: &[&str] = &[
+    "Instant::now",
+    "SystemTime::now",
+    "thread::spawn",
+    "thread::sleep",
+    "thread::scope",
+    "std::fs::",
+    "HashMap<",
+    "HashSet<",
+    "RandomState",
+    "thread_rng",
+    "OsRng",
+    "from_os_rng",
+];
+/// Paths clippy.toml must ban (the issue's list, spelled out: clippy ignores wildcards).
+const REQUIRED_BANS: &[&str] = &[
+    "std::time::Instant::now",
+    "std::time::SystemTime::now",
+    "std::thread::spawn",
+    "std::thread::Builder::spawn",
+    "std::thread::scope",
+    "std::thread::sleep",
+    "std::thread::park",
+    "std::sync::Condvar::wait",
+    "std::sync::Condvar::wait_timeout",
+    "std::fs::read",
+    "std::fs::write",
+    "std::fs::read_dir",
+    "std::fs::create_dir_all",
+    "std::fs::remove_file",
+    "std::fs::rename",
+    "std::fs::File",
+    "std::fs::OpenOptions",
+    "std::collections::hash_map::RandomState::new",
+    "std::collections::HashMap",
+    "std::collections::HashSet",
+];
+/// The most files the walk visits (a runaway walk is a bug).
+const FILES_MAX: usize = 10_000;
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("env lives in the workspace").to_path_buf()
+}
+
+fn read_text(env: &RealEnv, path: &Path) -> String {
+    let bytes = env.open(path, OpenOptions::read()).and_then(|file| file.read_all()).expect("readable source");
+    String::from_utf8(bytes).expect("sources are UTF-8")
+}
+
+fn rust_files(env: &RealEnv, dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = env.list_dir(dir) else { return };
+    for entry in entries {
+        assert!(out.len() < FILES_MAX, "tidy walk visited too many files");
+        let name = entry.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if name == "target" || name.starts_with('.') {
+            continue;
+        }
+        if name.ends_with(".rs") {
+            out.push(entry);
+        } else if env.list_dir(&entry).is_ok() {
+            rust_files(env, &entry, out);
+        }
+    }
+}
+
+#[test]
+fn no_forbidden_calls_outside_env() {
+    let env = RealEnv::new();
+    let root = workspace_root();
+    let mut files = Vec::new();
+    for package in PACKAGES {
+        rust_files(&env, &root.join(package), &mut files);
+    }
+    assert!(files.len() > 20, "the walk found only {} files: wrong root?", files.len());
+    let mut offences = Vec::new();
+    for file in &files {
+        let relative = file.strip_prefix(&root).expect("under root").to_string_lossy().replace('\\', "/");
+        if ALLOWED.contains(&relative.as_str()) {
+            continue;
+        }
+        for (number, line) in read_text(&env, file).lines().enumerate() {
+            let code = line.trim_start();
+            if code.starts_with("//") {
+                continue;
+            }
+            for pattern in FORBIDDEN {
+                if code.contains(pattern) {
+                    offences.push(format!("{relative}:{}: `{pattern}` in: {}", number + 1, code));
+                }
+            }
+        }
+    }
+    assert!(offences.is_empty(), "nondeterminism outside env (route it through Env):\n{}", offences.join("\n"));
+}
+
+#[test]
+fn clippy_toml_bans_every_required_path() {
+    let env = RealEnv::new();
+    let text = read_text(&env, &workspace_root().join("clippy.toml"));
+    let missing: Vec<&&str> =
+        REQUIRED_BANS.iter().filter(|path| !text.contains(&format!("path = \"{path}\""))).collect();
+    assert!(missing.is_empty(), "clippy.toml does not ban: {missing:?}");
+    assert!(!text.contains("::*\""), "clippy ignores wildcard paths: list each item");
+}
