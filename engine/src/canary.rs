@@ -4,6 +4,7 @@
 //! Each canary is one small change on the real code path, selected at run time by name.
 
 /// Every canary's name.
+#[cfg(feature = "canaries")]
 pub const CANARIES: &[&str] = &[
     "tombstone-fallthrough",
     "unsynced-ack",
@@ -15,11 +16,15 @@ pub const CANARIES: &[&str] = &[
 
 #[cfg(feature = "canaries")]
 mod switch {
-    use std::sync::Mutex;
+    use std::cell::Cell;
 
-    static ACTIVE: Mutex<Option<&'static str>> = Mutex::new(None);
+    thread_local! {
+        /// Per thread: a simulated world runs on one thread (ADR-0005), and parallel test threads replay different
+        /// canaries at once.
+        static ACTIVE: Cell<Option<&'static str>> = const { Cell::new(None) };
+    }
 
-    /// Turn one canary on (or all off with `None`) for this process.
+    /// Turn one canary on (or all off with `None`) for this thread.
     pub fn set_active(name: Option<&str>) -> Result<(), String> {
         let resolved = match name {
             None => None,
@@ -32,20 +37,21 @@ mod switch {
                     .ok_or_else(|| format!("unknown canary {name:?}"))?,
             ),
         };
-        *ACTIVE.lock().expect("canary switch poisoned") = resolved;
+        ACTIVE.with(|active| active.set(resolved));
         Ok(())
     }
 
-    /// True when the named canary is on.
+    /// True when the named canary is on for this thread.
     pub fn active(name: &str) -> bool {
-        *ACTIVE.lock().expect("canary switch poisoned") == Some(name)
+        ACTIVE.with(|active| active.get() == Some(name))
     }
 }
 
 #[cfg(feature = "canaries")]
 pub use switch::{active, set_active};
 
-/// Canaries in the transaction layer (a later issue); listed so their names are reserved.
+/// Canaries in the transaction layer.
+#[cfg(feature = "canaries")]
 pub const TRANSACTION_CANARIES: &[&str] = &[];
 
 /// Without the `canaries` feature no canary exists: always false.

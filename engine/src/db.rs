@@ -23,6 +23,8 @@ pub(crate) struct PendingCommit {
     pub(crate) batch: Batch,
     pub(crate) wal_number: u64,
     pub(crate) end_offset: u64,
+    /// The committing transaction's snapshot, registered until the commit is visible.
+    pub(crate) snapshot: Option<Sequence>,
 }
 
 /// A memtable waiting to be flushed, and the log segment that holds its writes.
@@ -287,7 +289,7 @@ impl<E: Env> Db<E> {
             // A blind write reads nothing: its snapshot may include every submitted commit (no false ww aborts).
             let snapshot = state.next_sequence - 1;
             let txn = state.tracker.begin(snapshot, false);
-            crate::txn::submit(&self.inner, &mut state, writes, txn)?
+            crate::txn::submit(&self.inner, &mut state, writes, txn, None)?
         };
         self.wait_for_commit(&ticket)?;
         Ok(ticket.last_sequence)

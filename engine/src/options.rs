@@ -46,6 +46,25 @@ impl Default for Options {
 }
 
 impl Options {
+    /// Check every option is in range (`Db::open` calls this): `InvalidArgument` names the option.
+    pub fn validate(&self) -> crate::Result<()> {
+        let table = crate::jobs::table_options(self);
+        let checks = [
+            ("bloom_bits_per_key", (1..=crate::sstable::BLOOM_BITS_PER_KEY_MAX).contains(&table.bloom_bits_per_key)),
+            ("block_size_bytes", (64..=crate::sstable::BLOCK_SIZE_BYTES_MAX).contains(&table.block_size_bytes)),
+            ("flush_threshold_bytes", self.flush_threshold_bytes > 0),
+            ("level_size_ratio", self.level_size_ratio >= 2),
+            ("l0_compaction_trigger", self.l0_compaction_trigger >= 1),
+            ("immutable_memtables_max", self.immutable_memtables_max >= 1),
+        ];
+        match checks.iter().find(|(_, ok)| !ok) {
+            Some((name, _)) => {
+                Err(crate::Error::InvalidArgument { message: format!("option {name} out of range: {self:?}") })
+            }
+            None => Ok(()),
+        }
+    }
+
     /// Flush the memtable to an SSTable when it holds this many bytes (also scales the level sizes).
     pub fn with_flush_threshold_bytes(mut self, bytes: u64) -> Self {
         assert!(bytes > 0, "flush threshold must be positive");

@@ -56,6 +56,7 @@ fn list<E: Env>(env: &E, dir: &Path) -> Result<Listing> {
 }
 
 pub(crate) fn open<E: Env>(env: E, dir: &Path, options: Options) -> Result<Db<E>> {
+    options.validate()?;
     env.create_dir_all(dir)?;
     env.sync_dir(&env::parent_dir(dir))?;
     let lock_path = dir.join("LOCK");
@@ -93,7 +94,11 @@ pub(crate) fn open<E: Env>(env: E, dir: &Path, options: Options) -> Result<Db<E>
         next_sequence: last_sequence + 1,
         pending_commits: VecDeque::new(),
         group_commit_task: None,
-        tracker: crate::ssi::ConflictTracker::new(),
+        tracker: {
+            let mut tracker = crate::ssi::ConflictTracker::new();
+            tracker.set_visible(last_sequence);
+            tracker
+        },
         flush_task: None,
         compaction_task: None,
         full_compaction: false,
@@ -154,11 +159,19 @@ struct Replay {
 fn replay_logs<E: Env>(env: &E, dir: &Path, manifest: &Manifest, listing: &Listing) -> Result<Replay> {
     let memtable = Memtable::new();
     let mut last_sequence = 0;
-    let live: Vec<u64> = listing.wal_numbers.iter().copied().filter(|&n| n >= manifest.log_number).collect();
-    for (index, &number) in live.iter().enumerate() {
+    let mut segments = Vec::new();
+    for &number in listing.wal_numbers.iter().filter(|&&n| n >= manifest.log_number) {
         let path = dir.join(wal_file_name(number));
-        let is_last = index + 1 == live.len();
         let (scan, file) = read_segment(env, &path)?;
+        // An empty segment holds nothing: a recovery that crashed before installing its manifest leaves one
+        // (ADR-0033). It does not count when deciding which segment is the last.
+        if file.len()? > 0 {
+            segments.push((path, scan, file));
+        }
+    }
+    let count = segments.len();
+    for (index, (path, scan, file)) in segments.into_iter().enumerate() {
+        let is_last = index + 1 == count;
         for (_, record) in &scan.records {
             if let Record::Batch(batch) = record {
                 for (offset, write) in batch.writes.iter().enumerate() {
@@ -168,27 +181,34 @@ fn replay_logs<E: Env>(env: &E, dir: &Path, manifest: &Manifest, listing: &Listi
             }
         }
         let sealed = matches!(scan.records.last(), Some((_, Record::Seal)));
-        match scan.end {
-            WalEnd::Corrupt { offset, reason } => return Err(Error::Corruption { file: path, offset, reason }),
-            WalEnd::TornTail { offset } if !is_last && !sealed => {
-                let reason = "a sealed-over segment ends in damage".to_string();
-                return Err(Error::Corruption { file: path, offset, reason });
-            }
-            WalEnd::TornTail { offset } if crate::canary::active("torn-tail-rejected") => {
-                return Err(Error::Corruption { file: path, offset, reason: "torn tail (canary)".into() });
-            }
-            WalEnd::TornTail { offset } => {
-                file.set_len(offset)?;
-                file.sync()?;
-            }
-            WalEnd::Clean if !is_last && !sealed => {
-                let reason = "segment is not the last but has no seal record".to_string();
-                return Err(Error::Corruption { file: path, offset: file.len()?, reason });
-            }
-            WalEnd::Clean => {}
-        }
+        check_segment_end(&path, &file, scan.end, is_last, sealed)?;
     }
     Ok(Replay { memtable, last_sequence })
+}
+
+/// How a replayed segment may end (ADR-0012): the last non-empty segment may end in a torn tail (truncated
+/// here); every earlier one was sealed and synced before the log moved on.
+fn check_segment_end<F: File>(path: &Path, file: &F, end: WalEnd, is_last: bool, sealed: bool) -> Result<()> {
+    let path = path.to_path_buf();
+    match end {
+        WalEnd::Corrupt { offset, reason } => Err(Error::Corruption { file: path, offset, reason }),
+        WalEnd::TornTail { offset } if !is_last && !sealed => {
+            Err(Error::Corruption { file: path, offset, reason: "a sealed-over segment ends in damage".into() })
+        }
+        WalEnd::TornTail { offset } if crate::canary::active("torn-tail-rejected") => {
+            Err(Error::Corruption { file: path, offset, reason: "torn tail (canary)".into() })
+        }
+        WalEnd::TornTail { offset } => {
+            file.set_len(offset)?;
+            file.sync()?;
+            Ok(())
+        }
+        WalEnd::Clean if !is_last && !sealed => {
+            let reason = "segment is not the last but has no seal record".to_string();
+            Err(Error::Corruption { file: path, offset: file.len()?, reason })
+        }
+        WalEnd::Clean => Ok(()),
+    }
 }
 
 /// Read and scan a segment; a damaged-looking one is read again (up to [`SEGMENT_READS_MAX`]) in case a read

@@ -113,6 +113,8 @@ pub struct TrackerStats {
 pub struct ConflictTracker {
     txns: BTreeMap<TxnId, TxnRecord>,
     next_id: TxnId,
+    /// The last sequence readers can see (validated commits above it are in flight: appended, not synced).
+    visible: Sequence,
     pub stats: TrackerStats,
 }
 
@@ -140,6 +142,42 @@ impl ConflictTracker {
         };
         self.txns.insert(id, record);
         id
+    }
+
+    /// Commits up to `visible` are now visible to new snapshots (the engine acknowledged them).
+    pub fn set_visible(&mut self, visible: Sequence) {
+        assert!(visible >= self.visible, "visibility went backwards");
+        self.visible = visible;
+        self.prune();
+    }
+
+    /// The snapshot a read-only transaction should read at, given the last visible sequence: the newest one that
+    /// no pivot straddles. A pivot `P → T` with `T` committed before `P` makes any snapshot in `[C_T, C_P)`
+    /// unsafe for a reader (it would see `T` but not `P`: Fekete's read-only anomaly). While `P` is in flight
+    /// (validated, not yet visible) the latest snapshot can be in that interval; the reader then reads just below
+    /// `C_T` instead of waiting (ADR-0025). `P`'s snapshot stays registered until it is visible, so the versions
+    /// that snapshot needs are still there.
+    pub fn safe_snapshot(&self, visible: Sequence) -> Sequence {
+        let mut intervals: Vec<(Sequence, Sequence)> = Vec::new();
+        for record in self.txns.values() {
+            let Some(pivot_commit) = record.commit() else { continue };
+            let outs = record.out_edges.iter().filter_map(|out| self.txns.get(out)?.commit());
+            for out_commit in outs.chain(record.pruned_out_commit_min) {
+                if out_commit < pivot_commit {
+                    intervals.push((out_commit, pivot_commit));
+                }
+            }
+        }
+        let mut snapshot = visible;
+        for _ in 0..=intervals.len() {
+            match intervals.iter().find(|(out, pivot)| *out <= snapshot && snapshot < *pivot) {
+                Some((out, _)) => snapshot = out - 1,
+                None => break,
+            }
+        }
+        debug_assert!(intervals.iter().all(|(out, pivot)| !(*out <= snapshot && snapshot < *pivot)));
+        assert!(snapshot <= visible, "a safe snapshot is never newer than what is visible");
+        snapshot
     }
 
     /// How many transaction records are held (active plus retained finished ones).
@@ -253,7 +291,7 @@ impl ConflictTracker {
         } else {
             tin == out || tin_record.commit().is_none_or(|commit| commit > out_commit)
         };
-        if !(pivot_after && tin_after && pivot_record.status != Status::Finished(0)) {
+        if !(pivot_after && tin_after) {
             return None;
         }
         let can_abort = |record: &TxnRecord| record.is_active() && !record.read_only;
@@ -372,8 +410,10 @@ impl ConflictTracker {
         self.prune();
     }
 
-    /// A transaction that wrote nothing ended at `end` (the next sequence a commit would get).
-    pub fn finish(&mut self, txn: TxnId, end: Sequence) -> Result<(), Conflict> {
+    /// A transaction that wrote nothing ended; `visible` is the last visible sequence. Having written nothing, it
+    /// is read-only for the rules from now on (it can only be the `Tin` of a structure, ADR-0024), and it ends at
+    /// `visible`: a transaction whose snapshot is at or after that cannot form a dangerous structure through it.
+    pub fn finish(&mut self, txn: TxnId, visible: Sequence) -> Result<(), Conflict> {
         let doomed = self.check_doomed(txn);
         if doomed.is_err() {
             self.abort(txn);
@@ -381,18 +421,25 @@ impl ConflictTracker {
         }
         let record = self.txns.get_mut(&txn).expect("unknown transaction");
         assert!(record.is_active(), "finish of a finished transaction");
-        record.status = Status::Finished(end);
+        assert!(record.writes.is_empty(), "finish of a transaction that wrote");
+        record.status = Status::Finished(visible.max(record.snapshot));
+        record.read_only = true;
         self.prune();
         Ok(())
     }
 
-    /// A committed transaction's record is kept; call when its commit is done to drop what nobody needs.
+    /// Drop the records nobody needs: a finished transaction goes once it is visible and every transaction that
+    /// is active or in flight (validated, not yet visible) began at or after its end (ADR-0024).
     pub fn prune(&mut self) {
-        let oldest_active = self.txns.values().filter(|r| r.is_active()).map(|r| r.snapshot).min();
+        let visible = self.visible;
+        let in_flight = |record: &TxnRecord| record.is_active() || record.commit().is_some_and(|c| c > visible);
+        let oldest = self.txns.values().filter(|r| in_flight(r)).map(|r| r.snapshot).min();
         let doomed: Vec<TxnId> = self
             .txns
             .iter()
-            .filter(|(_, record)| record.end().is_some_and(|end| oldest_active.is_none_or(|oldest| end <= oldest)))
+            .filter(|(_, record)| {
+                record.end().is_some_and(|end| end <= visible && oldest.is_none_or(|oldest| end <= oldest))
+            })
             .map(|(id, _)| *id)
             .collect();
         for id in doomed {

@@ -104,7 +104,8 @@ impl<E: Env> Db<E> {
         if state.closed {
             return Err(Error::Closed { reason: "closed by Db::close".into() });
         }
-        let snapshot = state.last_sequence;
+        // The newest snapshot no in-flight pivot straddles: never waits, never aborts (ADR-0025).
+        let snapshot = state.tracker.safe_snapshot(state.last_sequence);
         let id = state.tracker.begin(snapshot, true);
         *state.snapshots.entry(snapshot).or_insert(0) += 1;
         Ok(ReadTransaction { db: self.clone(), id, snapshot })
@@ -248,12 +249,18 @@ impl<E: Env> Transaction<E> {
             })
             .collect();
         let mut state = self.db.inner.state();
-        release_snapshot(&mut state, self.snapshot);
         if writes.is_empty() {
-            let end = state.next_sequence;
-            return state.tracker.finish(self.id, end).map(|()| None).map_err(conflict);
+            release_snapshot(&mut state, self.snapshot);
+            let visible = state.last_sequence;
+            return state.tracker.finish(self.id, visible).map(|()| None).map_err(conflict);
         }
-        submit(&self.db.inner, &mut state, writes, self.id).map(Some)
+        // The snapshot stays registered until the commit is visible (released by `acknowledge`): a reader's safe
+        // snapshot may go back to it (ADR-0025).
+        let result = submit(&self.db.inner, &mut state, writes, self.id, Some(self.snapshot)).map(Some);
+        if result.is_err() {
+            release_snapshot(&mut state, self.snapshot);
+        }
+        result
     }
 
     /// Commit: serializable, and durable when it returns (in `Sync` mode).
@@ -304,8 +311,8 @@ impl<E: Env> ReadTransaction<E> {
 impl<E: Env> Drop for ReadTransaction<E> {
     fn drop(&mut self) {
         let mut state = self.db.inner.state();
-        let end = state.next_sequence;
-        let finished = state.tracker.finish(self.id, end);
+        let visible = state.last_sequence;
+        let finished = state.tracker.finish(self.id, visible);
         assert!(finished.is_ok(), "a read-only transaction was doomed");
         release_snapshot(&mut state, self.snapshot);
     }
@@ -317,6 +324,7 @@ pub(crate) fn submit<E: Env>(
     state: &mut State<E>,
     writes: Vec<BatchWrite>,
     txn: TxnId,
+    snapshot: Option<Sequence>,
 ) -> Result<CommitTicket> {
     if let Err(error) = state.check_writable() {
         state.tracker.abort(txn);
@@ -335,12 +343,14 @@ pub(crate) fn submit<E: Env>(
     }
     state.next_sequence = last + 1;
     let (wal_number, end_offset) = (state.wal.number(), state.wal.end_offset());
-    state.pending_commits.push_back(PendingCommit { batch, wal_number, end_offset });
-    state.tracker.prune();
+    state.pending_commits.push_back(PendingCommit { batch, wal_number, end_offset, snapshot });
     // Canary: acknowledge before the record is synced.
     if inner.options.sync_mode == SyncMode::NoSync || crate::canary::active("unsynced-ack") {
         acknowledge(state, true);
         maybe_rotate(inner, state)?;
+    } else {
+        // Spawned now, so a simulator can step the shared sync before anyone waits (batches larger than one).
+        ensure_group_commit_task(inner, state);
     }
     Ok(CommitTicket { last_sequence: last })
 }
@@ -360,6 +370,10 @@ pub(crate) fn acknowledge<E: Env>(state: &mut State<E>, all: bool) {
         let last = commit.batch.last_sequence();
         assert!(last > state.last_sequence, "acknowledged out of sequence order");
         state.last_sequence = last;
+        if let Some(snapshot) = commit.snapshot {
+            release_snapshot(state, snapshot);
+        }
+        state.tracker.set_visible(last);
     }
 }
 

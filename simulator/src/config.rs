@@ -282,7 +282,7 @@ fn swarm_tuning(rng: &mut DeterministicRng) -> TuningConfig {
         bloom_bits_per_key: u32::try_from(rng.range_inclusive(1, 16)).expect("fits"),
         level_size_ratio: rng.range_inclusive(2, 10),
         l0_compaction_trigger: rng.range_inclusive(2, 8),
-        block_cache_bytes: if rng.chance_ppm(300_000) { 0 } else { 16 * 1024 << rng.below(6) },
+        block_cache_bytes: if rng.chance_ppm(300_000) { 0 } else { (16 * 1024) << rng.below(6) },
     }
 }
 
@@ -296,8 +296,8 @@ fn swarm_faults(rng: &mut DeterministicRng, buggify: bool) -> FaultConfig {
                 set_ppm(&mut faults, kind, ppm);
             }
         }
-        if rng.chance_ppm(150_000) {
-            faults.disk_quota_bytes = Some(rng.range_inclusive(64 * 1024, 2 * 1024 * 1024));
+        if rng.chance_ppm(300_000) {
+            faults.disk_quota_bytes = Some(rng.range_inclusive(16 * 1024, 512 * 1024));
         }
     }
     faults.crash_write_kept_ppm = u32::try_from(rng.range_inclusive(0, 1_000_000)).expect("fits");

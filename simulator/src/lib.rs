@@ -26,6 +26,7 @@
 
 pub mod bench;
 pub mod config;
+pub mod dsg;
 pub mod engine_target;
 pub mod runner;
 pub mod schedule;

@@ -14,6 +14,7 @@ use clap::Parser;
 use env::{Env, File, OpenOptions, RealEnv, StableHasher};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use simulator::engine_target::Step;
+use simulator::runner::STEPS_MAX;
 use simulator::schedule::SCHEDULE_SIZE_BYTES_MAX;
 use simulator::{
     EngineTarget, Outcome, RunOptions, Schedule, SwarmConfig, SwarmOptions, SwarmSummary, Target, bench,
@@ -44,7 +45,7 @@ struct Cli {
     seed: Option<u64>,
 
     /// Steps per run (the liveness phase and final crash come after them).
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(0..=simulator::runner::STEPS_MAX))]
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(0..=STEPS_MAX))]
     steps: u64,
 
     /// Run a swarm: every seed in A..B (end exclusive; decimal or 0x-hex), each with its own configuration,

@@ -31,11 +31,20 @@ pub struct RunOptions {
     pub record_trace: bool,
     /// Use this configuration instead of the seed's swarm configuration (generation only).
     pub config: Option<SwarmConfig>,
+    /// Turn this planted bug on for the run (needs the `canaries` feature; ADR-0020).
+    pub canary: Option<String>,
 }
 
 impl Default for RunOptions {
     fn default() -> Self {
-        Self { steps: 1000, history_steps: 10, record_step_digests: false, record_trace: false, config: None }
+        Self {
+            steps: 1000,
+            history_steps: 10,
+            record_step_digests: false,
+            record_trace: false,
+            config: None,
+            canary: None,
+        }
     }
 }
 
@@ -225,11 +234,32 @@ fn guarded<R>(what: &str, f: impl FnOnce() -> Result<R, Violation>) -> Result<R,
     }
 }
 
+/// Turns a canary on for this thread for the length of one run, and off again after it (ADR-0020).
+struct CanaryGuard;
+
+impl CanaryGuard {
+    fn set(name: Option<&str>) -> Self {
+        #[cfg(feature = "canaries")]
+        engine::canary::set_active(name).unwrap_or_else(|error| panic!("{error}"));
+        #[cfg(not(feature = "canaries"))]
+        assert!(name.is_none(), "canary {name:?} needs the simulator built with --features canaries");
+        CanaryGuard
+    }
+}
+
+impl Drop for CanaryGuard {
+    fn drop(&mut self) {
+        #[cfg(feature = "canaries")]
+        engine::canary::set_active(None).expect("turning canaries off cannot fail");
+    }
+}
+
 fn execute<T: Target>(
     mut schedule: Schedule<T::Step>,
     replay: Option<&[T::Step]>,
     options: &RunOptions,
 ) -> Outcome<T::Step> {
+    let _canary = CanaryGuard::set(options.canary.as_deref());
     let (seed, config) = (schedule.seed, schedule.config.clone());
     let env = SimEnv::with_faults(seed, config.faults.clone());
     env.set_buggify(config.buggify);

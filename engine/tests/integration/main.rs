@@ -2,5 +2,7 @@
 
 mod corruption;
 mod crash;
+mod isolation;
 mod model;
 mod persistence;
+mod txn_crash;

@@ -140,12 +140,14 @@ impl Disk {
     }
 
     pub(crate) fn list(&self, dir: &Path) -> Vec<PathBuf> {
-        let dir_key = if is_root(dir) { PathBuf::new() } else { dir.to_path_buf() };
+        let root = is_root(dir);
+        // No allocation per entry: this runs on every structural check the simulator makes.
         self.current
             .keys()
-            .filter(|path| {
-                let parent = parent_of(path);
-                parent == dir_key || (is_root(&parent) && is_root(&dir_key))
+            .filter(|path| match path.parent() {
+                Some(parent) if root => is_root(parent),
+                Some(parent) => parent == dir,
+                None => false,
             })
             .cloned()
             .collect()

@@ -102,6 +102,7 @@ impl EngineTarget {
         } else if armed.is_some() {
             self.env.disarm_crash();
         }
+        self.structure_dirty |= !matches!(observed, Observed::Value { .. } | Observed::Scan { .. });
         self.poll_faults();
         if self.reopen_pending && !self.unrecoverable {
             self.reopen_pending = false;
@@ -182,7 +183,7 @@ impl EngineTarget {
         if self.env.is_halted() {
             return Ok(Observed::Error { class: "crashed".into() });
         }
-        if !error.is_crash() && self.error_allowed() {
+        if self.error_allowed(error) {
             self.count("errors_tolerated");
             self.reopen_pending = true;
             return Ok(Observed::Error { class: error_class(error) });

@@ -12,7 +12,8 @@
 //! * **Sequence numbers** (`sequence_monotonic`, `sequence_recovered`): every acknowledged write gets a sequence
 //!   above every earlier acknowledged one; after recovery `db.last_sequence()` is at least the highest
 //!   acknowledged sequence seen before.
-//! * **Structural** (`structural`): `db.check_invariants()` after every step.
+//! * **Structural** (`structural`): `db.check_invariants()` after every step that can change structure (every
+//!   step but a successful `Get` or `Scan`, after which files and version are unchanged).
 //! * **Liveness** (`liveness.*`): with faults and BUGGIFY healed, the database opens, background work drains,
 //!   flush and compaction succeed, and every key verifies; then a final power cut loses nothing acknowledged.
 //!
@@ -22,16 +23,25 @@
 //! *excuses errors* until the next successful reopen in which no fault fired; it *damages* the run when it can
 //! destroy or hide durable data. The rules:
 //!
-//! | fault (`FaultKind`)                 | errors allowed                    | acknowledged data may be lost? |
-//! |-------------------------------------|-----------------------------------|--------------------------------|
-//! | `fsync_error`, `explicit_sync_error`| typed error; write in flight; `Closed` until reopen (drop + open, no crash) | no: only unsynced, so unacknowledged, bytes are lost (Sync mode) |
-//! | `write_error`, `explicit_write_error`, `short_write` | typed error; write in flight; `Closed` until reopen | no |
-//! | `disk_full`                         | typed error (`NoSpace`), write in flight; opens may fail until healed | no |
-//! | `read_error`                        | typed error on the read (or on open: retried) | no |
-//! | `read_corruption` (transient)       | typed `Corruption` error          | no: a re-read is correct, so a value that read wrong, or data dropped as "torn", is a bug |
-//! | `latent_sector`, `misdirected_write`, `explicit_corruption` | typed errors, from then on; open may fail for good (the run then ends "unrecoverable") | **yes** (*damaged*): a read may return any value the key ever had, or absent (a rollback or a resurrection); sequence numbers may go back |
-//! | `latency`, `clock_jump`             | none                              | no |
-//! | crash effects (`crash_dropped_write`, `crash_torn_write`, `crash_dropped_metadata`) | none | no: they only touch unsynced state |
+//! * `fsync_error`, `explicit_sync_error` — errors: a typed error, the write in flight, `Closed` until a reopen
+//!   (drop + open, no crash). Acknowledged data lost: **no** — a failed fsync loses only unsynced bytes, and in
+//!   `SyncMode::Sync` no acknowledged write is unsynced (stricter than `FaultKind::destroys_data`, on purpose:
+//!   it catches fsyncgate-style reuse of a file after a failed sync).
+//! * `write_error`, `explicit_write_error`, `short_write` — errors: a typed error, the write in flight, `Closed`
+//!   until a reopen. Acknowledged data lost: no.
+//! * `disk_full` — errors: `NoSpace`, the write in flight; opens may fail until the liveness phase heals the
+//!   quota. Acknowledged data lost: no.
+//! * `read_error` — errors: a typed error on the read (an open that fails is retried). Data lost: no.
+//! * `read_corruption` (transient: a re-read is correct) — errors: a typed `Corruption` (the only non-damaging
+//!   fault that excuses `Corruption`; a write or sync error never does). Data lost: no — a wrong value, or a
+//!   record dropped as a "torn tail" because one read of it was corrupt, is a bug.
+//! * `latent_sector`, `misdirected_write`, `explicit_corruption` — the run is *damaged*: typed errors from then
+//!   on, and an open may fail for good (the run then ends "unrecoverable", which passes). Data lost: **yes** — a
+//!   read may return any value the key ever had, or absent (a rollback or a resurrection), and sequence numbers
+//!   may go back after recovery.
+//! * `latency`, `clock_jump` — errors: none. Data lost: no.
+//! * crash effects (`crash_dropped_write`, `crash_torn_write`, `crash_dropped_metadata`) — errors: none. Data
+//!   lost: no (they only touch unsynced state).
 //!
 //! Never allowed, whatever fired: a value that was never written under that key; an untyped failure (panic); a
 //! crash error when no crash happened; a structural invariant failing.
@@ -93,10 +103,15 @@ pub struct EngineTarget {
     damaged: bool,
     /// An error-causing fault fired since the last clean open.
     excused: bool,
+    /// A fault that corrupts bytes read (`read_corruption`) fired since the last clean open: only such a fault (or
+    /// damage) excuses a `Corruption` error; a write or sync error never does.
+    corruption_excused: bool,
     /// The database could not be reopened after damage; the rest of the run only records.
     unrecoverable: bool,
     /// Drop and reopen the database at the end of this step (an error surfaced).
     reopen_pending: bool,
+    /// The last step may have changed structure (anything but a successful `Get` or `Scan`).
+    structure_dirty: bool,
     fault_seen: BTreeMap<FaultKind, u64>,
     fault_total_seen: u64,
     crashes_classified: u64,
@@ -144,15 +159,23 @@ impl EngineTarget {
             if count > self.fault_seen.get(&kind).copied().unwrap_or(0) {
                 self.damaged |= damages_data(kind);
                 self.excused |= excuses_errors(kind);
+                self.corruption_excused |= kind == FaultKind::ReadCorruption;
             }
         }
         self.fault_seen = counts;
         self.fault_total_seen = total;
     }
 
-    /// May an error surface now? Only when a fault justifies it.
-    fn error_allowed(&mut self) -> bool {
+    /// May `error` surface now? Only when a fault justifies it (rule table); `Corruption` only after a fault that
+    /// corrupts what is read.
+    fn error_allowed(&mut self, error: &engine::Error) -> bool {
         self.poll_faults();
+        if error.is_crash() {
+            return false;
+        }
+        if error.is_corruption() {
+            return self.corruption_excused || self.damaged;
+        }
         self.excused || self.damaged
     }
 
@@ -217,7 +240,9 @@ impl EngineTarget {
                     self.db = Some(db);
                     self.poll_faults();
                     // A clean open clears the excuse; a fault during the open keeps it.
-                    self.excused = self.fault_total_seen != faults_before && self.excused;
+                    let faulted = self.fault_total_seen != faults_before;
+                    self.excused &= faulted;
+                    self.corruption_excused &= faulted;
                     self.count("opens");
                     return Ok(true);
                 }
@@ -225,7 +250,7 @@ impl EngineTarget {
                     self.classify_crash(Activity::Recovery);
                     return Ok(false);
                 }
-                Err(error) if error.is_crash() || !self.error_allowed() => {
+                Err(error) if !self.error_allowed(&error) => {
                     return Err(Violation::new(
                         "recovery.open",
                         FailureKind::Durability,
@@ -291,7 +316,7 @@ impl EngineTarget {
                     let actual = value.as_deref().map(sig_of);
                     self.model.observe(key, actual, self.damaged, context)?;
                 }
-                Err(error) if !error.is_crash() && self.error_allowed() => {
+                Err(error) if self.error_allowed(&error) => {
                     self.count("errors_tolerated");
                     self.reopen_pending = true;
                     if matches!(error, engine::Error::Closed { .. }) {
@@ -344,8 +369,10 @@ impl Target for EngineTarget {
             armed: None,
             damaged: false,
             excused: false,
+            corruption_excused: false,
             unrecoverable: false,
             reopen_pending: false,
+            structure_dirty: true,
             fault_seen: BTreeMap::new(),
             fault_total_seen: 0,
             crashes_classified: 0,
@@ -368,6 +395,11 @@ impl Target for EngineTarget {
     }
 
     fn check(&mut self) -> Result<(), Violation> {
+        // The structural check is a function of the files and the version, which only steps that write, run
+        // background work, crash, reopen or inject faults change: after a read-only step it cannot change.
+        if !std::mem::take(&mut self.structure_dirty) {
+            return Ok(());
+        }
         let Some(db) = &self.db else { return Ok(()) };
         db.check_invariants().map_err(|message| {
             Violation::new("structural", FailureKind::Structural, "db.check_invariants() == Ok", message)
@@ -460,6 +492,7 @@ impl EngineTarget {
         }
         self.drop_db();
         self.excused = false;
+        self.corruption_excused = false;
         if !self.open_db()? {
             if self.damaged {
                 self.unrecoverable = true;

@@ -17,18 +17,18 @@ fn acceptance_schedule() -> Schedule<Step> {
         for write in 0..3u32 {
             id += 1;
             let key = (cycle * 3 + write) % 16;
-            let action = if id % 7 == 0 {
+            let action = if id.is_multiple_of(7) {
                 Action::Delete { key }
             } else {
                 Action::Put { key, value: ValueSpec { id, len: u32::try_from(id % 24).expect("small") } }
             };
             schedule.steps.push(Step::new(action));
         }
-        if cycle % 10 == 0 {
+        if cycle.is_multiple_of(10) {
             schedule.steps.push(Step::new(Action::RunTask { name: "flush".into() }));
         }
         // Every third crash is armed inside the next write: it may land mid-append or between append and sync.
-        if cycle % 3 == 0 {
+        if cycle.is_multiple_of(3) {
             schedule.steps.push(Step::new(Action::CrashAtIo { k: u64::from(cycle % 5) + 1 }));
             id += 1;
             schedule.steps.push(Step::new(Action::Put { key: cycle % 16, value: ValueSpec { id, len: 9 } }));

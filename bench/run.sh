@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# One command to reproduce: `bash bench/run.sh --quick` (a few minutes) or `bash bench/run.sh` (the full run).
+# Everything runs at the lowest CPU priority (nice 19) so a shared machine's other work keeps priority.
+# A backend whose build fails is left out (its cargo feature dropped) and reported as a row with an error.
+# Extra arguments go to the benchmark binary (see `bash bench/run.sh --help`).
+set -uo pipefail
+cd "$(dirname "$0")"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
+bash setup.sh || echo "bench setup failed: rocksdb may not build" >&2
+
+features=(holdfast rocksdb lmdb redb fjall sled)
+build() { nice -n 19 cargo build --release --no-default-features --features "$(IFS=,; echo "$*")"; }
+if ! build "${features[@]}"; then
+  ok=()
+  for f in "${features[@]}"; do
+    if build "$f"; then ok+=("$f"); else echo "bench: backend '$f' failed to build; it is reported as not built" >&2; fi
+  done
+  features=("${ok[@]}")
+  build "${features[@]}" || exit 1
+fi
+exec nice -n 19 cargo run --release --no-default-features --features "$(IFS=,; echo "${features[*]}")" -- "$@"

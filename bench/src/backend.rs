@@ -1,0 +1,122 @@
+//! The one trait every engine is measured through.
+
+use std::path::Path;
+use std::sync::Arc;
+
+/// Why an operation failed.
+#[derive(Debug, Clone)]
+pub enum BErr {
+    /// A serialization failure (or lock timeout / deadlock victim): the harness retries and counts an abort.
+    Conflict(String),
+    /// Anything else: the row is reported with this error, never as a number.
+    Other(String),
+}
+
+pub type BResult<T> = Result<T, BErr>;
+
+pub fn other(e: impl std::fmt::Display) -> BErr {
+    BErr::Other(e.to_string())
+}
+
+/// Operations inside one read-write transaction.
+pub trait TxOps {
+    /// A serializable read: the engine must notice if the key changes before commit (or lock it).
+    fn get(&mut self, key: &[u8]) -> BResult<Option<Vec<u8>>>;
+    fn put(&mut self, key: &[u8], value: &[u8]) -> BResult<()>;
+}
+
+pub type TxBody<'a> = dyn FnMut(&mut dyn TxOps) -> BResult<()> + 'a;
+
+/// An open database of one engine in one durability mode.
+pub trait Backend: Send + Sync {
+    /// Does every commit return only after its data is synced to disk?
+    fn synced(&self) -> bool;
+    /// One attempt at a read-write transaction running `body`, committed with this backend's durability.
+    /// `Ok(n)`: committed after `n` retries the engine made internally (sled retries by itself).
+    /// `Err(Conflict)`: the caller retries.
+    fn txn(&self, body: &mut TxBody<'_>) -> BResult<u64>;
+    /// A single-key read outside any read-write transaction (the engine's cheapest consistent read path).
+    fn get(&self, key: &[u8]) -> BResult<Option<Vec<u8>>>;
+    /// Read up to `limit` rows with `start <= key < end` (keys and values are touched); returns the count.
+    fn scan(&self, start: &[u8], end: &[u8], limit: usize) -> BResult<usize>;
+    /// Write a batch of rows in one commit (with this backend's durability).
+    fn load(&self, rows: &[(Vec<u8>, Vec<u8>)]) -> BResult<()> {
+        self.txn(&mut |t: &mut dyn TxOps| {
+            for (k, v) in rows {
+                t.put(k, v)?;
+            }
+            Ok(())
+        })
+        .map(|_| ())
+    }
+    /// Make sure loaded data has left the memtable (LSM engines) / is persisted.
+    fn flush(&self) -> BResult<()>;
+    /// Where the data lives, e.g. SSTables per level.
+    fn layout(&self) -> String;
+}
+
+/// A named way to open a backend in a mode.
+#[derive(Clone)]
+pub struct EngineSpec {
+    pub name: &'static str,
+    /// cargo feature that builds it
+    pub feature: &'static str,
+    pub built: bool,
+    pub open: Arc<dyn Fn(&Path, bool) -> BResult<Arc<dyn Backend>> + Send + Sync>,
+    /// Isolation offered by the read-write transactions as used here (for the README).
+    pub isolation: &'static str,
+}
+
+pub fn not_built(name: &'static str, feature: &'static str) -> EngineSpec {
+    EngineSpec {
+        name,
+        feature,
+        built: false,
+        open: Arc::new(move |_, _| Err(BErr::Other(format!("not built: cargo feature `{feature}` disabled")))),
+        isolation: "",
+    }
+}
+
+pub fn all_engines() -> Vec<EngineSpec> {
+    let mut v = Vec::new();
+    #[cfg(feature = "holdfast")]
+    v.push(crate::backends::holdfast::spec());
+    #[cfg(not(feature = "holdfast"))]
+    v.push(not_built("holdfast", "holdfast"));
+    #[cfg(feature = "rocksdb")]
+    v.extend(crate::backends::rocks::specs());
+    #[cfg(not(feature = "rocksdb"))]
+    {
+        v.push(not_built("rocksdb-pessimistic", "rocksdb"));
+        v.push(not_built("rocksdb-optimistic", "rocksdb"));
+    }
+    #[cfg(feature = "lmdb")]
+    v.push(crate::backends::lmdb::spec());
+    #[cfg(not(feature = "lmdb"))]
+    v.push(not_built("lmdb", "lmdb"));
+    #[cfg(feature = "redb")]
+    v.push(crate::backends::redb_b::spec());
+    #[cfg(not(feature = "redb"))]
+    v.push(not_built("redb", "redb"));
+    #[cfg(feature = "fjall")]
+    v.push(crate::backends::fjall_b::spec());
+    #[cfg(not(feature = "fjall"))]
+    v.push(not_built("fjall", "fjall"));
+    #[cfg(feature = "sled")]
+    v.push(crate::backends::sled_b::spec());
+    #[cfg(not(feature = "sled"))]
+    v.push(not_built("sled", "sled"));
+    v
+}
+
+/// Extra specs used only by the write-skew check (e.g. RocksDB with plain snapshot reads).
+pub fn write_skew_extras() -> Vec<EngineSpec> {
+    #[cfg(feature = "rocksdb")]
+    {
+        crate::backends::rocks::write_skew_extras()
+    }
+    #[cfg(not(feature = "rocksdb"))]
+    {
+        Vec::new()
+    }
+}

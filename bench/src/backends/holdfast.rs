@@ -1,0 +1,89 @@
+//! holdfast's reference engine: LSM, MVCC, serializable snapshot isolation, group commit in Sync mode.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use engine::{Db, Options, SyncMode, Transaction};
+use env::RealEnv;
+
+use crate::backend::{BErr, BResult, Backend, EngineSpec, TxBody, TxOps};
+
+pub struct Holdfast {
+    db: Db<RealEnv>,
+    synced: bool,
+}
+
+fn map(e: engine::Error) -> BErr {
+    if e.is_conflict() { BErr::Conflict(e.to_string()) } else { BErr::Other(e.to_string()) }
+}
+
+struct Ops<'a>(&'a mut Transaction<RealEnv>);
+
+impl TxOps for Ops<'_> {
+    fn get(&mut self, key: &[u8]) -> BResult<Option<Vec<u8>>> {
+        self.0.get(key).map_err(map)
+    }
+    fn put(&mut self, key: &[u8], value: &[u8]) -> BResult<()> {
+        self.0.put(key, value).map_err(map)
+    }
+}
+
+impl Backend for Holdfast {
+    fn synced(&self) -> bool {
+        self.synced
+    }
+    fn txn(&self, body: &mut TxBody<'_>) -> BResult<u64> {
+        let mut t = self.db.begin().map_err(map)?;
+        body(&mut Ops(&mut t))?;
+        t.commit().map_err(map)?;
+        Ok(0)
+    }
+    fn get(&self, key: &[u8]) -> BResult<Option<Vec<u8>>> {
+        self.db.get(key).map_err(map)
+    }
+    fn scan(&self, start: &[u8], end: &[u8], limit: usize) -> BResult<usize> {
+        // The engine's scan has no limit: it materialises [start, end). Callers pass a bounded range.
+        let rows = self.db.scan(start, end).map_err(map)?;
+        Ok(rows.len().min(limit))
+    }
+    fn flush(&self) -> BResult<()> {
+        self.db.flush().map_err(map)
+    }
+    fn layout(&self) -> String {
+        let s = self.db.stats();
+        let levels: Vec<String> = s
+            .tables_per_level
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| **n > 0)
+            .map(|(l, n)| format!("L{l}:{n}"))
+            .collect();
+        format!(
+            "sstables {} memtable {} KiB, flushes {}, compactions {}",
+            if levels.is_empty() { "none".to_string() } else { levels.join(" ") },
+            s.memtable_bytes / 1024,
+            s.flush_count,
+            s.compaction_count
+        )
+    }
+}
+
+impl Drop for Holdfast {
+    fn drop(&mut self) {
+        let _ = self.db.close();
+    }
+}
+
+pub fn spec() -> EngineSpec {
+    EngineSpec {
+        name: "holdfast",
+        feature: "holdfast",
+        built: true,
+        isolation: "serializable (SSI, optimistic)",
+        open: Arc::new(|dir: &Path, synced: bool| {
+            let mode = if synced { SyncMode::Sync } else { SyncMode::NoSync };
+            let db = Db::open(RealEnv::new(), dir, Options::default().with_sync_mode(mode)).map_err(map)?;
+            Ok(Arc::new(Holdfast { db, synced }) as Arc<dyn Backend>)
+        }),
+    }
+}

@@ -1,0 +1,12 @@
+#[cfg(feature = "fjall")]
+pub mod fjall_b;
+#[cfg(feature = "holdfast")]
+pub mod holdfast;
+#[cfg(feature = "lmdb")]
+pub mod lmdb;
+#[cfg(feature = "redb")]
+pub mod redb_b;
+#[cfg(feature = "rocksdb")]
+pub mod rocks;
+#[cfg(feature = "sled")]
+pub mod sled_b;

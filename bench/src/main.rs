@@ -1,0 +1,527 @@
+//! holdfast's side-by-side benchmarks. `cargo run --release -- --help`.
+
+mod backend;
+mod backends;
+mod report;
+mod skew;
+mod workloads;
+mod zipf;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use backend::{Backend, EngineSpec};
+use workloads::{Ctx, RunOut, Workload};
+
+/// One result row. Every number of a row comes from the same (median) run.
+#[derive(Serialize, Deserialize, Clone, Debug, Default)]
+pub struct Row {
+    pub engine: String,
+    pub workload: String,
+    pub threads: usize,
+    pub synced_per_commit: bool,
+    pub ops_per_sec: Option<f64>,
+    pub p50_us: Option<f64>,
+    pub p99_us: Option<f64>,
+    pub aborts: Option<u64>,
+    pub run_seconds: Option<f64>,
+    /// ops/s of every run, in run order; the row's cells come from the median one.
+    pub runs_ops_per_sec: Vec<f64>,
+    pub ops: Option<u64>,
+    pub records: u64,
+    /// Where the data was when the row ran (SSTables per level for LSM engines).
+    pub layout: Option<String>,
+    /// Set when the backend failed to build, open or run: then there are no numbers.
+    pub error: Option<String>,
+    /// Write-skew rows: "holds" or "VIOLATED".
+    pub outcome: Option<String>,
+    pub detail: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default)]
+pub struct Meta {
+    pub date: String,
+    pub machine: String,
+    pub mode: String,
+    pub command: String,
+    pub records: u64,
+    pub warmup_ms: u64,
+    pub duration_ms: u64,
+    pub runs: usize,
+    pub threads: Vec<usize>,
+    pub cpus: usize,
+    pub cpu_model: String,
+    pub kernel: String,
+    pub loadavg_start: String,
+    pub loadavg_end: String,
+    pub fdatasync_p50_us: f64,
+    pub wall_seconds: f64,
+    pub engines: Vec<EngineMeta>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default)]
+pub struct EngineMeta {
+    pub name: String,
+    pub built: bool,
+    pub isolation: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default)]
+pub struct Results {
+    pub meta: Meta,
+    pub rows: Vec<Row>,
+}
+
+struct Args {
+    quick: bool,
+    records: u64,
+    warmup: Duration,
+    duration: Duration,
+    runs: usize,
+    threads: Vec<usize>,
+    engines: Option<Vec<String>>,
+    workloads: Option<Vec<String>>,
+    modes: Vec<bool>,
+    data_dir: PathBuf,
+    out: Option<PathBuf>,
+    report_only: Option<PathBuf>,
+    write_readme: bool,
+}
+
+const HELP: &str = "holdfast-bench: holdfast's engine side by side with RocksDB, LMDB, redb, fjall and sled.
+
+USAGE: cargo run --release --manifest-path bench/Cargo.toml -- [--quick] [OPTIONS]
+
+  --quick               the whole matrix, small: 100k records, 200 ms warm-up, 500 ms runs
+                        (default is the full run: 1M records, 1 s warm-up, 5 s runs)
+  --records N           keys loaded (and the bulk-load size)
+  --warmup-ms MS        warm-up before each measured run
+  --duration-ms MS      measured duration of each run
+  --runs N              runs per row (the row is the median run's), default 3
+  --threads 1,4,8       thread counts
+  --engines a,b         only these engines (holdfast, rocksdb-pessimistic, rocksdb-optimistic, lmdb, redb, fjall, sled)
+  --workloads a,b       only these (bulk-load always runs: it makes the data set), plus write-skew
+  --modes sync,nosync   durability modes to run (default both)
+  --data-dir DIR        where databases live while running (default bench/target/bench-data)
+  --out FILE            results JSON (default bench/results/<date>-<machine>.json)
+  --no-readme           do not rewrite bench/README.md's results section and charts
+  --report FILE         only regenerate README table and SVG charts from a results JSON
+";
+
+fn bench_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn parse_args() -> Args {
+    let mut a = Args {
+        quick: false,
+        records: 1_000_000,
+        warmup: Duration::from_millis(1000),
+        duration: Duration::from_millis(5000),
+        runs: 3,
+        threads: vec![1, 4, 8],
+        engines: None,
+        workloads: None,
+        modes: vec![true, false],
+        data_dir: bench_dir().join("target").join("bench-data"),
+        out: None,
+        report_only: None,
+        write_readme: true,
+    };
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let (mut records, mut warm, mut dur) = (None, None, None);
+    let mut i = 0;
+    let list = |s: &str| s.split(',').map(|x| x.trim().to_string()).filter(|x| !x.is_empty()).collect::<Vec<_>>();
+    while i < argv.len() {
+        let next = |i: &mut usize| -> String {
+            *i += 1;
+            argv.get(*i).cloned().unwrap_or_else(|| panic!("{} needs a value", argv[*i - 1]))
+        };
+        match argv[i].as_str() {
+            "--quick" => a.quick = true,
+            "--records" => records = Some(next(&mut i).parse().expect("--records N")),
+            "--warmup-ms" => warm = Some(next(&mut i).parse().expect("--warmup-ms MS")),
+            "--duration-ms" => dur = Some(next(&mut i).parse().expect("--duration-ms MS")),
+            "--runs" => a.runs = next(&mut i).parse().expect("--runs N"),
+            "--threads" => a.threads = list(&next(&mut i)).iter().map(|t| t.parse().expect("thread count")).collect(),
+            "--engines" => a.engines = Some(list(&next(&mut i))),
+            "--workloads" => a.workloads = Some(list(&next(&mut i))),
+            "--modes" => {
+                a.modes = list(&next(&mut i))
+                    .iter()
+                    .map(|m| match m.as_str() {
+                        "sync" => true,
+                        "nosync" => false,
+                        other => panic!("unknown mode {other}"),
+                    })
+                    .collect()
+            }
+            "--data-dir" => a.data_dir = PathBuf::from(next(&mut i)),
+            "--out" => a.out = Some(PathBuf::from(next(&mut i))),
+            "--no-readme" => a.write_readme = false,
+            "--report" => a.report_only = Some(PathBuf::from(next(&mut i))),
+            "-h" | "--help" => {
+                print!("{HELP}");
+                std::process::exit(0);
+            }
+            other => {
+                eprintln!("unknown argument {other}\n\n{HELP}");
+                std::process::exit(2);
+            }
+        }
+        i += 1;
+    }
+    if a.quick {
+        a.records = 100_000;
+        a.warmup = Duration::from_millis(200);
+        a.duration = Duration::from_millis(500);
+    }
+    if let Some(r) = records {
+        a.records = r;
+    }
+    if let Some(w) = warm {
+        a.warmup = Duration::from_millis(w);
+    }
+    if let Some(d) = dur {
+        a.duration = Duration::from_millis(d);
+    }
+    assert!(a.runs >= 1 && a.records >= 1000, "need at least one run and 1000 records");
+    a
+}
+
+fn read_trim(path: &str) -> String {
+    std::fs::read_to_string(path).map(|s| s.trim().to_string()).unwrap_or_default()
+}
+
+fn machine_name() -> String {
+    let h = read_trim("/etc/hostname");
+    let h = if h.is_empty() { read_trim("/proc/sys/kernel/hostname") } else { h };
+    let h: String = h.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '-' }).collect();
+    if h.is_empty() { "machine".into() } else { h }
+}
+
+/// UTC date as YYYY-MM-DD (civil-from-days, Howard Hinnant).
+fn today() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let z = (secs / 86_400) as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+fn cpu_model() -> String {
+    read_trim("/proc/cpuinfo")
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// The disk's sync latency, for context: p50 of 50 appends + fdatasync.
+fn fdatasync_probe(dir: &Path) -> f64 {
+    use std::io::Write;
+    let _ = std::fs::create_dir_all(dir);
+    let path = dir.join("fsync-probe");
+    let Ok(mut f) = std::fs::File::create(&path) else { return f64::NAN };
+    let mut v = Vec::new();
+    for _ in 0..50 {
+        let t = Instant::now();
+        let _ = f.write_all(&[0u8; 128]);
+        let _ = f.sync_data();
+        v.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    let _ = std::fs::remove_file(&path);
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn median_run(runs: Vec<RunOut>) -> (RunOut, Vec<f64>) {
+    let rates: Vec<f64> =
+        runs.iter().map(|r| if r.secs > 0.0 { r.ops as f64 / r.secs } else { 0.0 }).collect();
+    let mut idx: Vec<usize> = (0..runs.len()).collect();
+    idx.sort_by(|a, b| rates[*a].total_cmp(&rates[*b]));
+    let m = idx[idx.len() / 2];
+    let run = runs.into_iter().nth(m).expect("median index");
+    (run, rates)
+}
+
+fn row_from(engine: &str, w: Workload, threads: usize, synced: bool, records: u64, runs: Vec<RunOut>) -> Row {
+    let mut row = Row {
+        engine: engine.into(),
+        workload: w.name().into(),
+        threads,
+        synced_per_commit: synced,
+        records,
+        ..Row::default()
+    };
+    if let Some(e) = runs.iter().find_map(|r| r.error.clone()) {
+        row.error = Some(e);
+        return row;
+    }
+    let (run, rates) = median_run(runs);
+    row.runs_ops_per_sec = rates.iter().map(|r| (r * 10.0).round() / 10.0).collect();
+    row.ops_per_sec = Some((run.ops as f64 / run.secs * 10.0).round() / 10.0);
+    row.ops = Some(run.ops);
+    row.p50_us = Some(run.hist.value_at_quantile(0.50) as f64 / 1000.0);
+    row.p99_us = Some(run.hist.value_at_quantile(0.99) as f64 / 1000.0);
+    row.aborts = Some(run.aborts);
+    row.run_seconds = Some((run.secs * 1000.0).round() / 1000.0);
+    row
+}
+
+fn error_row(engine: &str, workload: &str, threads: usize, synced: bool, records: u64, e: String) -> Row {
+    Row {
+        engine: engine.into(),
+        workload: workload.into(),
+        threads,
+        synced_per_commit: synced,
+        records,
+        error: Some(e),
+        ..Row::default()
+    }
+}
+
+fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        format!("panicked: {s}")
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        format!("panicked: {s}")
+    } else {
+        "panicked".into()
+    }
+}
+
+fn catch<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(panic_message)
+}
+
+fn log(msg: &str) {
+    eprintln!("[bench] {msg}");
+}
+
+fn print_row(r: &Row) {
+    match (&r.error, r.ops_per_sec) {
+        (Some(e), _) => log(&format!("{:<22} {:<18} t={} synced={} ERROR {e}", r.engine, r.workload, r.threads, r.synced_per_commit)),
+        (None, Some(ops)) => log(&format!(
+            "{:<22} {:<18} t={} synced={:<5} {:>12.1} ops/s  p50 {:>9.1} us  p99 {:>9.1} us  aborts {:>6}  [{}]",
+            r.engine,
+            r.workload,
+            r.threads,
+            r.synced_per_commit,
+            ops,
+            r.p50_us.unwrap_or(0.0),
+            r.p99_us.unwrap_or(0.0),
+            r.aborts.unwrap_or(0),
+            r.layout.clone().unwrap_or_default()
+        )),
+        _ => {}
+    }
+}
+
+/// One engine in one durability mode: bulk-load runs, then every timed workload on the loaded data.
+fn session(spec: &EngineSpec, synced: bool, args: &Args, workloads: &[Workload], rows: &mut Vec<Row>) {
+    let mode = if synced { "sync" } else { "nosync" };
+    let base = args.data_dir.join(format!("{}-{mode}", spec.name.replace(' ', "_")));
+    let _ = std::fs::remove_dir_all(&base);
+    let push = |rows: &mut Vec<Row>, r: Row| {
+        print_row(&r);
+        rows.push(r);
+    };
+    // Bulk load: `runs` loads into fresh directories; the last one is kept for the workloads.
+    let mut loads = Vec::new();
+    let mut kept: Option<Arc<dyn Backend>> = None;
+    for run in 0..args.runs {
+        let dir = base.join(format!("load-{run}"));
+        drop(kept.take());
+        if run > 0 {
+            let _ = std::fs::remove_dir_all(base.join(format!("load-{}", run - 1)));
+        }
+        let _ = std::fs::create_dir_all(&dir);
+        let opened = catch(|| (spec.open)(&dir, synced)).and_then(|r| r.map_err(|e| format!("open failed: {e:?}")));
+        let b = match opened {
+            Ok(b) => {
+                assert_eq!(b.synced(), synced, "{} opened in the wrong durability mode", spec.name);
+                b
+            }
+            Err(e) => {
+                push(rows, error_row(spec.name, "*", 1, synced, args.records, e));
+                let _ = std::fs::remove_dir_all(&base);
+                return;
+            }
+        };
+        let out = catch(|| {
+            let mut out = workloads::bulk_load(b.as_ref(), args.records, 1000, run as u64);
+            // The flush is part of the load: the data must reach SSTables (LSM) or be persisted.
+            let t = Instant::now();
+            if out.error.is_none() {
+                if let Err(e) = b.flush() {
+                    out.error = Some(format!("flush: {e:?}"));
+                }
+            }
+            out.secs += t.elapsed().as_secs_f64();
+            out
+        })
+        .unwrap_or_else(|e| RunOut { ops: 0, aborts: 0, secs: 0.0, hist: workloads::new_hist(), error: Some(e) });
+        loads.push(out);
+        kept = Some(b);
+    }
+    let b = kept.expect("at least one run");
+    let mut row = row_from(spec.name, Workload::BulkLoad, 1, synced, args.records, loads);
+    row.layout = Some(b.layout());
+    row.detail = Some("ops = keys loaded; p50/p99 = latency of one 1000-key commit; time includes the final flush".into());
+    let load_failed = row.error.is_some();
+    push(rows, row);
+    if load_failed {
+        let _ = std::fs::remove_dir_all(&base);
+        return;
+    }
+    let setup = catch(|| {
+        workloads::load_tpcc(b.as_ref())?;
+        b.flush().map_err(|e| format!("flush: {e:?}"))
+    })
+    .and_then(|r| r);
+    if let Err(e) = setup {
+        push(rows, error_row(spec.name, "tpcc-setup", 1, synced, args.records, e));
+        return;
+    }
+    let ctx = Ctx::new(args.records);
+    for &w in workloads {
+        for &threads in &args.threads {
+            let layout = b.layout();
+            let t0 = Instant::now();
+            let runs = catch(|| {
+                (0..args.runs)
+                    .map(|run| workloads::timed_run(&b, &ctx, w, threads, args.warmup, args.duration, run as u64 + 1))
+                    .collect::<Vec<_>>()
+            });
+            let mut row = match runs {
+                Ok(runs) => row_from(spec.name, w, threads, synced, args.records, runs),
+                Err(e) => error_row(spec.name, w.name(), threads, synced, args.records, e),
+            };
+            row.layout = Some(layout);
+            push(rows, row);
+            if t0.elapsed() > (args.warmup + args.duration) * (args.runs as u32) * 20 {
+                log(&format!("{}: {} ran far over its budget", spec.name, w.name()));
+            }
+        }
+    }
+    drop(b);
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+fn main() {
+    let args = parse_args();
+    if let Some(path) = &args.report_only {
+        let text = std::fs::read_to_string(path).expect("read results JSON");
+        let results: Results = serde_json::from_str(&text).expect("parse results JSON");
+        report::write_all(&results, path, &bench_dir());
+        return;
+    }
+    let wall = Instant::now();
+    let all = backend::all_engines();
+    let selected: Vec<EngineSpec> = match &args.engines {
+        Some(names) => {
+            for n in names {
+                assert!(all.iter().any(|s| s.name == n), "unknown engine {n}");
+            }
+            all.iter().filter(|s| names.iter().any(|n| n == s.name)).cloned().collect()
+        }
+        None => all.clone(),
+    };
+    let workloads: Vec<Workload> = match &args.workloads {
+        Some(names) => names
+            .iter()
+            .filter(|n| *n != "bulk-load" && *n != "write-skew")
+            .map(|n| Workload::from_name(n).unwrap_or_else(|| panic!("unknown workload {n}")))
+            .collect(),
+        None => Workload::TIMED.to_vec(),
+    };
+    let do_skew = args.workloads.as_ref().is_none_or(|w| w.iter().any(|n| n == "write-skew"));
+    let mut meta = Meta {
+        date: today(),
+        machine: machine_name(),
+        mode: if args.quick { "quick".into() } else { "full".into() },
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        records: args.records,
+        warmup_ms: args.warmup.as_millis() as u64,
+        duration_ms: args.duration.as_millis() as u64,
+        runs: args.runs,
+        threads: args.threads.clone(),
+        cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        cpu_model: cpu_model(),
+        kernel: read_trim("/proc/sys/kernel/osrelease"),
+        loadavg_start: read_trim("/proc/loadavg"),
+        fdatasync_p50_us: fdatasync_probe(&args.data_dir),
+        engines: all
+            .iter()
+            .map(|s| EngineMeta { name: s.name.into(), built: s.built, isolation: s.isolation.into() })
+            .collect(),
+        ..Meta::default()
+    };
+    let cells = selected.len() * args.modes.len() * workloads.len() * args.threads.len() * args.runs;
+    let est = cells as f64 * (args.warmup + args.duration).as_secs_f64();
+    log(&format!(
+        "{} engines x {} modes x {} workloads x {} thread counts x {} runs: {:.0} s of timed runs plus loads",
+        selected.len(),
+        args.modes.len(),
+        workloads.len(),
+        args.threads.len(),
+        args.runs,
+        est
+    ));
+    log(&format!("fdatasync p50 on this disk: {:.0} us", meta.fdatasync_p50_us));
+    let mut rows = Vec::new();
+    for spec in &selected {
+        if !spec.built {
+            let e = format!("not built: cargo feature `{}` disabled or failed to build", spec.feature);
+            for &synced in &args.modes {
+                let r = error_row(spec.name, "*", 1, synced, args.records, e.clone());
+                print_row(&r);
+                rows.push(r);
+            }
+            continue;
+        }
+        for &synced in &args.modes {
+            log(&format!("== {} synced_per_commit={synced}", spec.name));
+            session(spec, synced, &args, &workloads, &mut rows);
+        }
+    }
+    if do_skew {
+        let mut specs: Vec<EngineSpec> = selected.clone();
+        if args.engines.is_none() {
+            specs.extend(backend::write_skew_extras());
+        }
+        for spec in &specs {
+            let r = skew::doctors(spec, &args.data_dir);
+            log(&format!(
+                "{:<34} write-skew: {} {}",
+                r.engine,
+                r.outcome.clone().unwrap_or_else(|| "ERROR".into()),
+                r.detail.clone().or(r.error.clone()).unwrap_or_default()
+            ));
+            rows.push(r);
+        }
+    }
+    meta.loadavg_end = read_trim("/proc/loadavg");
+    meta.wall_seconds = (wall.elapsed().as_secs_f64() * 10.0).round() / 10.0;
+    let results = Results { meta, rows };
+    let out = args.out.clone().unwrap_or_else(|| {
+        bench_dir().join("results").join(format!("{}-{}.json", results.meta.date, results.meta.machine))
+    });
+    let _ = std::fs::create_dir_all(out.parent().unwrap_or(Path::new(".")));
+    std::fs::write(&out, serde_json::to_string_pretty(&results).expect("serialize") + "\n").expect("write results");
+    log(&format!("wrote {} ({:.0} s wall)", out.display(), results.meta.wall_seconds));
+    if args.write_readme {
+        report::write_all(&results, &out, &bench_dir());
+    }
+}
