@@ -52,7 +52,8 @@ pub use switch::{active, set_active};
 
 /// Canaries in the transaction layer.
 #[cfg(feature = "canaries")]
-pub const TRANSACTION_CANARIES: &[&str] = &[];
+pub const TRANSACTION_CANARIES: &[&str] =
+    &["ssi-off", "no-predicate-reads", "read-after-commit-edge-missed", "gc-drops-live-version"];
 
 /// Without the `canaries` feature no canary exists: always false.
 #[cfg(not(feature = "canaries"))]

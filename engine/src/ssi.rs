@@ -213,6 +213,10 @@ impl ConflictTracker {
         assert!(record.is_active(), "read by a finished transaction");
         record.reads.insert(key.to_vec());
         let snapshot = record.snapshot;
+        // Canaries: snapshot isolation only, or the read-after-commit rw edge is not recorded.
+        if crate::canary::active("ssi-off") || crate::canary::active("read-after-commit-edge-missed") {
+            return Ok(());
+        }
         let writers = self.committed_writers_after(snapshot, |writes| writes.contains(key), txn);
         self.add_edges_from_reader(txn, &writers, key)
     }
@@ -223,7 +227,14 @@ impl ConflictTracker {
         let record = self.txns.get_mut(&txn).expect("unknown transaction");
         assert!(record.is_active(), "scan by a finished transaction");
         let snapshot = record.snapshot;
+        // Canary: scans register no ranges (phantoms slip through).
+        if crate::canary::active("no-predicate-reads") {
+            return Ok(());
+        }
         record.ranges.push(range.clone());
+        if crate::canary::active("ssi-off") || crate::canary::active("read-after-commit-edge-missed") {
+            return Ok(());
+        }
         let writers = self.committed_writers_after(snapshot, |writes| writes.iter().any(|k| range.contains(k)), txn);
         self.add_edges_from_reader(txn, &writers, &range.start)
     }
@@ -343,6 +354,10 @@ impl ConflictTracker {
             }
         }
         self.txns.get_mut(&txn).expect("committer").writes = writes.iter().cloned().collect();
+        // Canary: snapshot isolation only (first committer wins, no rw-antidependency tracking).
+        if crate::canary::active("ssi-off") {
+            return Ok(());
+        }
         // Write after concurrent read: every transaction that read what we write and does not see our commit.
         let readers: Vec<(TxnId, Vec<u8>)> = self
             .txns

@@ -301,13 +301,13 @@ impl Block {
             + BLOCK_OVERHEAD_BYTES
     }
 
-    /// The full key at restart point `index` (restart entries share no prefix).
-    fn restart_key(&self, index: usize) -> (Vec<u8>, Sequence) {
-        let mut key = Vec::new();
-        let parsed = parse_entry(&self.entries, self.restart_offsets[index] as usize, &mut key)
+    /// The full key at restart point `index` (restart entries share no prefix), into `key`; returns its sequence.
+    fn restart_key_into(&self, index: usize, key: &mut Vec<u8>) -> Sequence {
+        key.clear();
+        let parsed = parse_entry(&self.entries, self.restart_offsets[index] as usize, key)
             .expect("a validated block parses");
         assert_eq!(parsed.shared_size_bytes, 0, "restart entries share no prefix");
-        (key, parsed.sequence)
+        parsed.sequence
     }
 }
 
@@ -329,23 +329,30 @@ impl BlockCursor {
     /// A cursor at the first entry whose internal key is `>= (user_key, sequence)` (exhausted if none is):
     /// binary search of the restart keys, then a scan of one restart interval.
     pub fn seek(block: Arc<Block>, user_key: &[u8], sequence: Sequence) -> Self {
+        // One key buffer for the whole search: no allocation per probe or per scanned entry.
+        let mut key = Vec::new();
         let restart_index = partition_point(block.restart_offsets.len(), |index| {
-            let (key, key_sequence) = block.restart_key(index);
+            let key_sequence = block.restart_key_into(index, &mut key);
             compare_internal(&key, key_sequence, user_key, sequence) == Ordering::Less
         })
         .saturating_sub(1);
-        let offset = block.restart_offsets[restart_index] as usize;
-        let mut cursor = Self { block, offset, key: Vec::new(), peeked: None };
+        let mut offset = block.restart_offsets[restart_index] as usize;
+        key.clear();
+        let mut peeked = None;
         let mut scanned = 0usize;
-        while let Some(entry) = cursor.next_entry() {
+        while offset < block.entries.len() {
             scanned += 1;
             assert!(scanned <= BLOCK_ENTRIES_MAX, "seek scanned past BLOCK_ENTRIES_MAX");
-            if compare_internal(&entry.key.user_key, entry.key.sequence, user_key, sequence) != Ordering::Less {
-                cursor.peeked = Some(entry);
+            let parsed = parse_entry(&block.entries, offset, &mut key).expect("a validated block parses");
+            assert!(parsed.next_offset > offset && parsed.next_offset <= block.entries.len(), "entry out of bounds");
+            offset = parsed.next_offset;
+            if compare_internal(&key, parsed.sequence, user_key, sequence) != Ordering::Less {
+                let value = block.entries[parsed.value_start..parsed.value_end].to_vec();
+                peeked = Some(Entry { key: InternalKey::new(key.clone(), parsed.sequence), kind: parsed.kind, value });
                 break;
             }
         }
-        cursor
+        Self { block, offset, key, peeked }
     }
 
     /// The next entry, or None at the end of the block.
@@ -482,7 +489,9 @@ mod tests {
         let block = Arc::new(decode_block(&build(&entries, 4)).unwrap());
         assert_eq!(block.restart_offsets.len(), 10);
         for index in 0..block.restart_offsets.len() {
-            assert_eq!(block.restart_key(index).0, entries[index * 4].key.user_key);
+            let mut key = Vec::new();
+            block.restart_key_into(index, &mut key);
+            assert_eq!(key, entries[index * 4].key.user_key);
         }
         assert_eq!(BlockCursor::seek(block.clone(), b"key0215", 0).next_entry(), Some(entries[22].clone()));
         assert_eq!(BlockCursor::seek(block, b"zzz", 0).next_entry(), None);
