@@ -79,3 +79,13 @@ fn real_env_round_trip() {
         env.remove_file(&path).unwrap();
     }
 }
+
+#[test]
+fn options_out_of_range_are_invalid_arguments() {
+    let env = env::SimEnv::new(14);
+    let result = Db::open(env.clone(), "/db", Options::default().with_bloom_bits_per_key(0));
+    assert!(matches!(&result, Err(Error::InvalidArgument { message }) if message.contains("bloom_bits_per_key")));
+    let db = Db::open(env, "/db", Options::default().with_bloom_bits_per_key(16)).unwrap();
+    db.put(b"k", b"v").unwrap();
+    db.flush().unwrap();
+}
