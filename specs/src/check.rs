@@ -91,9 +91,20 @@ impl Report {
     }
 }
 
-/// Check `model` exhaustively (breadth first, so traces are short), stopping early at the first violated
+/// Check `model` exhaustively, breadth first (so traces are shortest), stopping early at the first violated
 /// invariant.
 pub fn check<M>(model: M, threads: usize) -> Report
+where
+    M: Spec,
+    M::State: Clone + Debug + Hash + Send + Sync + 'static,
+    M::Action: Clone + Debug + Send + Sync + 'static,
+{
+    check_with(model, threads, false)
+}
+
+/// Check `model` exhaustively: depth first when `depth_first` (memory grows with the depth, not the breadth:
+/// for the large bounds), else breadth first. Stops early at the first violated invariant.
+pub fn check_with<M>(model: M, threads: usize, depth_first: bool) -> Report
 where
     M: Spec,
     M::State: Clone + Debug + Hash + Send + Sync + 'static,
@@ -102,8 +113,27 @@ where
     let clock = env::RealEnv::new();
     let (name, bounds) = (model.name(), model.bounds());
     let properties = model.properties();
-    let checker = model.checker().threads(threads).finish_when(HasDiscoveries::AnyFailures).spawn_bfs().join();
-    let wall_seconds = clock.now().as_secs_f64();
+    let builder = model.checker().threads(threads).finish_when(HasDiscoveries::AnyFailures);
+    if depth_first {
+        report(builder.spawn_dfs().join(), name, bounds, &properties, clock.now().as_secs_f64())
+    } else {
+        report(builder.spawn_bfs().join(), name, bounds, &properties, clock.now().as_secs_f64())
+    }
+}
+
+fn report<M, C>(
+    checker: C,
+    name: &'static str,
+    bounds: String,
+    properties: &[stateright::Property<M>],
+    wall_seconds: f64,
+) -> Report
+where
+    M: Spec,
+    M::State: Clone + Debug + Hash + Send + Sync + 'static,
+    M::Action: Clone + Debug + Send + Sync + 'static,
+    C: Checker<M>,
+{
     let model = checker.model();
     let reports = properties
         .iter()

@@ -14,7 +14,7 @@ pub mod mvcc;
 pub mod ssi;
 pub mod storage;
 
-pub use check::{PropertyReport, Report, Spec, check};
+pub use check::{PropertyReport, Report, Spec, check, check_with};
 pub use mvcc::{Mvcc, MvccBound};
 pub use ssi::{Ssi, SsiBound};
 pub use storage::{Storage, StorageBound};

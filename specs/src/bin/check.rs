@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use env::{Env as _, File as _, OpenOptions};
-use specs::{Mvcc, MvccBound, Report, Ssi, SsiBound, Storage, StorageBound, check};
+use specs::{Mvcc, MvccBound, Report, Ssi, SsiBound, Storage, StorageBound, check_with};
 
 const USAGE: &str = "usage: check <Mvcc|Ssi|Storage> [--bound small|large] [--variant NAME] [--threads N]\n\
      variants: Mvcc: no-ack-gap, no-first-committer-wins | \
@@ -61,7 +61,7 @@ fn run(args: &Args) -> Result<Report, String> {
                 Some("no-first-committer-wins") => model.without_first_committer_wins(),
                 Some(_) => return Err(unknown()),
             };
-            check(model, args.threads)
+            check_with(model, args.threads, false)
         }
         "Ssi" => {
             let model = Ssi::new(if args.large { SsiBound::Large } else { SsiBound::Small });
@@ -73,7 +73,7 @@ fn run(args: &Args) -> Result<Report, String> {
                 Some("no-read-after-commit-edge") => model.without_read_after_commit_edge(),
                 Some(_) => return Err(unknown()),
             };
-            check(model, args.threads)
+            check_with(model, args.threads, args.large)
         }
         "Storage" => {
             let model = Storage::new(if args.large { StorageBound::Large } else { StorageBound::Small });
@@ -87,7 +87,7 @@ fn run(args: &Args) -> Result<Report, String> {
                     _ => return Err(unknown()),
                 };
             }
-            check(model, args.threads)
+            check_with(model, args.threads, false)
         }
         other => return Err(format!("unknown model {other}")),
     };
