@@ -68,6 +68,7 @@ pub(crate) struct State<E: Env> {
 impl<E: Env> State<E> {
     pub(crate) fn allocate_file_number(&mut self) -> u64 {
         let number = self.next_file_number;
+        assert!(number < FILE_NUMBER_MAX, "file numbers exhausted");
         self.next_file_number += 1;
         number
     }
@@ -459,7 +460,16 @@ impl<E: Env> Db<E> {
     }
 }
 
-/// The number in a file name `<prefix>NNNNNN<suffix>`.
+/// File numbers above this are not ours (a hostile or damaged directory): such names are ignored.
+pub const FILE_NUMBER_MAX: u64 = 1 << 48;
+
+/// The number in a file name `<prefix>NNNNNN<suffix>`, only if the name is exactly what the engine writes for it
+/// (so `wal-2.log` and `wal-000002.log` cannot both name segment 2) and the number is in range.
 pub(crate) fn parse_number(name: &str, prefix: &str, suffix: &str) -> Option<u64> {
-    name.strip_prefix(prefix)?.strip_suffix(suffix)?.parse().ok()
+    let digits = name.strip_prefix(prefix)?.strip_suffix(suffix)?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let number: u64 = digits.parse().ok()?;
+    (number <= FILE_NUMBER_MAX && digits == format!("{number:06}")).then_some(number)
 }

@@ -24,7 +24,7 @@ mod types;
 mod version;
 pub mod wal;
 
-pub use db::{Db, Stats};
+pub use db::{Db, FILE_NUMBER_MAX, Stats};
 pub use error::{DecodeError, Error, Result};
 pub use options::{Options, SyncMode};
 pub use txn::{COMMIT_WAITS_MAX, CommitTicket, ReadTransaction, ScanIter, Transaction};

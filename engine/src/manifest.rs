@@ -140,6 +140,9 @@ fn decode_body(body: &mut Reader<'_>) -> Result<Manifest, DecodeError> {
     let next_file_number = body.u64()?;
     let last_sequence = body.u64()?;
     let log_number = body.u64()?;
+    if next_file_number > crate::db::FILE_NUMBER_MAX || last_sequence > crate::types::SEQUENCE_MAX {
+        return Err(DecodeError::new(0, "file number or sequence counter out of range"));
+    }
     let count = body.u32()?;
     if count > MANIFEST_TABLES_MAX {
         return Err(DecodeError::new(24, format!("table count {count} out of range")));

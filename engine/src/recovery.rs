@@ -172,8 +172,12 @@ fn replay_logs<E: Env>(env: &E, dir: &Path, manifest: &Manifest, listing: &Listi
     let count = segments.len();
     for (index, (path, scan, file)) in segments.into_iter().enumerate() {
         let is_last = index + 1 == count;
-        for (_, record) in &scan.records {
+        for (record_offset, record) in &scan.records {
             if let Record::Batch(batch) = record {
+                if batch.first_sequence <= last_sequence {
+                    let reason = format!("batch at sequence {} does not follow {last_sequence}", batch.first_sequence);
+                    return Err(Error::Corruption { file: path, offset: *record_offset, reason });
+                }
                 for (offset, write) in batch.writes.iter().enumerate() {
                     memtable.insert(&write.key, batch.first_sequence + offset as u64, write.kind, &write.value);
                 }

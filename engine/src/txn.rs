@@ -332,6 +332,10 @@ pub(crate) fn submit<E: Env>(
     }
     let first = state.next_sequence;
     let last = first + writes.len() as u64 - 1;
+    if last > crate::types::SEQUENCE_MAX {
+        state.tracker.abort(txn);
+        return Err(Error::Closed { reason: format!("sequence numbers exhausted (at {first})") });
+    }
     let keys: Vec<Vec<u8>> = writes.iter().map(|write| write.key.clone()).collect();
     state.tracker.commit(txn, &keys, last).map_err(conflict)?;
     let batch = Batch { first_sequence: first, writes };

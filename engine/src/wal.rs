@@ -143,8 +143,9 @@ pub fn decode_batch(bytes: &[u8]) -> Result<Batch, DecodeError> {
     if count == 0 || count > BATCH_WRITES_MAX {
         return Err(DecodeError::new(8, format!("batch write count {count} out of range")));
     }
-    if first_sequence == 0 || first_sequence.checked_add(u64::from(count)).is_none() {
-        return Err(DecodeError::new(0, format!("batch first sequence {first_sequence} out of range")));
+    let last_sequence = first_sequence.checked_add(u64::from(count) - 1);
+    if first_sequence == 0 || last_sequence.is_none_or(|last| last > crate::types::SEQUENCE_MAX) {
+        return Err(DecodeError::new(0, format!("batch sequences from {first_sequence} out of range")));
     }
     let mut writes = Vec::with_capacity((count as usize).min(bytes.len() / 9));
     for _ in 0..count {

@@ -64,7 +64,11 @@ impl Corpus {
         let part = |offset: u64, size: u32| &bytes[offset as usize..(offset + u64::from(size)) as usize - 4];
         self.write("sstable_decode", &format!("{label}.index"), part(footer.index.offset, footer.index.size_bytes));
         self.write("sstable_decode", &format!("{label}.bloom"), part(footer.bloom.offset, footer.bloom.size_bytes));
-        self.write("sstable_decode", &format!("{label}.learned"), part(footer.learned.offset, footer.learned.size_bytes));
+        self.write(
+            "sstable_decode",
+            &format!("{label}.learned"),
+            part(footer.learned.offset, footer.learned.size_bytes),
+        );
         self.write("sstable_decode", &format!("{label}.meta"), part(footer.meta.offset, footer.meta.size_bytes));
         let index_end = footer.index.offset + u64::from(footer.index.size_bytes);
         let index = decode_index(&bytes[footer.index.offset as usize..index_end as usize]).expect("a real index");

@@ -8,7 +8,10 @@
 
 use std::path::{Path, PathBuf};
 
-const TARGETS: &[(&str, fn(&[u8]))] = &[
+/// A harness on raw bytes.
+type Check = fn(&[u8]);
+
+const TARGETS: &[(&str, Check)] = &[
     ("wal_decode", crate::wal::check),
     ("sstable_decode", crate::sstable::check),
     ("manifest_decode", crate::manifest::check),
@@ -53,7 +56,7 @@ fn replay_regression_files() {
 
 use engine::manifest::{Manifest, encode_manifest};
 use engine::{Db, Options};
-use env::{Env, File, OpenOptions, SimEnv};
+use env::SimEnv;
 
 /// A fresh `SimEnv` whose `/db` holds exactly `files` (durably).
 fn directory(files: &[(&str, &[u8])]) -> SimEnv {
@@ -66,11 +69,11 @@ fn directory(files: &[(&str, &[u8])]) -> SimEnv {
 /// `Db::open` panic with "attempt to add with overflow" at `engine/src/recovery.rs` (`open`:
 /// `listing.highest_number + 1`). Expected: `Err(Error::Corruption)` (or the file ignored), never a panic.
 ///
-/// Fuzzer input (14 bytes; `Image { files: [RawFile { name: 255, bytes: [] }], .. }`, name 255 % 20 = 15):
-/// `2821285cff34ffff34ffff282828`.
+/// Fuzzer input (12 bytes, minimised; also `regressions/recovery/u64-max-file-number`):
+/// `Image { files: [RawFile { name: 255, bytes: [] }], .. }`, and `NAMES[255 % 20]` is that log name.
 #[test]
 fn recovery_u64_max_file_number_in_directory() {
-    crate::image::check_bytes(&crate::from_hex("2821285cff34ffff34ffff282828"));
+    crate::image::check_bytes(&crate::from_hex("8e8e9e8e0bff8e8e8e0bff8e"));
 }
 
 #[test]
@@ -81,23 +84,43 @@ fn recovery_u64_max_file_number_in_directory_direct() {
     }
 }
 
-/// Probe (not yet found by the fuzzer when written; same family as finding 1): a valid manifest whose
-/// `next_file_number` is `u64::MAX`.
+/// Finding 1b (open; a direct probe of the same family, not found by the fuzzer itself): a valid manifest whose
+/// `next_file_number` is `u64::MAX` makes `Db::open` panic with "attempt to add with overflow" in
+/// `recovery::open` (`next_file_number: wal_number + 1`). `decode_manifest` accepts any counter values.
 #[test]
 fn recovery_manifest_next_file_number_u64_max() {
-    let manifest = Manifest { next_file_number: u64::MAX, last_sequence: 0, log_number: 0, tables: Vec::new() };
-    let env = directory(&[("MANIFEST", &encode_manifest(&manifest))]);
-    let _ = Db::open(env, crate::image::DIR, Options::default());
+    let manifest = forged_manifest(u64::MAX, 0);
+    assert!(engine::manifest::decode_manifest(&manifest).is_err(), "an out-of-range counter must not decode");
+    let env = directory(&[("MANIFEST", &manifest)]);
+    let result = Db::open(env, crate::image::DIR, Options::default());
+    assert!(matches!(result, Err(engine::Error::Corruption { .. })), "{result:?}");
 }
 
-/// Probe: a valid manifest whose `last_sequence` is past `SEQUENCE_MAX`; the database opens, then a write.
+/// A manifest with the given counters and no tables, forged byte by byte: the engine's encoder refuses
+/// out-of-range counters (its paired decode check), so hostile inputs are built here.
+fn forged_manifest(next_file_number: u64, last_sequence: u64) -> Vec<u8> {
+    let valid = Manifest { next_file_number: 2, last_sequence: 0, log_number: 0, tables: Vec::new() };
+    let mut bytes = encode_manifest(&valid);
+    bytes[20..28].copy_from_slice(&next_file_number.to_le_bytes());
+    bytes[28..36].copy_from_slice(&last_sequence.to_le_bytes());
+    let crc = crc32fast::hash(&bytes[20..]);
+    bytes[16..20].copy_from_slice(&crc.to_le_bytes());
+    bytes
+}
+
+/// Finding 5 (open; a direct probe, reachable by the fuzzer through `write_after_open`): a manifest whose
+/// `last_sequence` is `SEQUENCE_MAX` decodes and opens; the next `put` is acknowledged with sequence
+/// `SEQUENCE_MAX + 1`, and the `flush` then panics in `TableBuilder::add` (`engine/src/sstable/builder.rs`:
+/// "sequence 72057594037927936 above SEQUENCE_MAX"). Expected: `decode_manifest` (or recovery) rejects a
+/// `last_sequence` above `SEQUENCE_MAX`, and a write that would exceed `SEQUENCE_MAX` fails with a typed error.
 #[test]
 fn recovery_manifest_last_sequence_past_max_then_put() {
     for last_sequence in [engine::SEQUENCE_MAX, u64::MAX] {
-        let manifest = Manifest { next_file_number: 2, last_sequence, log_number: 0, tables: Vec::new() };
-        let env = directory(&[("MANIFEST", &encode_manifest(&manifest))]);
+        let env = directory(&[("MANIFEST", &forged_manifest(2, last_sequence))]);
         if let Ok(db) = Db::open(env, crate::image::DIR, Options::default()) {
-            let _ = db.put(b"k", b"v");
+            assert_eq!(last_sequence, engine::SEQUENCE_MAX, "a counter above SEQUENCE_MAX must not open");
+            let put = db.put(b"k", b"v");
+            assert!(matches!(put, Err(engine::Error::Closed { .. })), "sequence exhaustion is a typed error: {put:?}");
             let _ = db.flush();
             let _ = db.close();
         }
@@ -107,8 +130,19 @@ fn recovery_manifest_last_sequence_past_max_then_put() {
 fn batch_record(first_sequence: u64, key: &[u8], value: &[u8], synced_offset: u64) -> Vec<u8> {
     use engine::wal::{Batch, BatchWrite, RecordKind, encode_batch, encode_record};
     let write = BatchWrite { kind: engine::ValueKind::Put, key: key.to_vec(), value: value.to_vec() };
-    let batch = Batch { first_sequence, writes: vec![write] };
-    encode_record(RecordKind::Batch, &encode_batch(&batch), synced_offset)
+    // Encode a valid batch, then forge its sequence (the encoder refuses out-of-range sequences).
+    let mut payload = encode_batch(&Batch { first_sequence: 1, writes: vec![write] });
+    payload[0..8].copy_from_slice(&first_sequence.to_le_bytes());
+    // A seal's header (a valid empty record), retagged as a batch below.
+    let mut record = encode_record(RecordKind::Seal, &[], synced_offset);
+    record.truncate(engine::wal::RECORD_HEADER_BYTES);
+    record[12] = RecordKind::Batch as u8;
+    record[4..8].copy_from_slice(&crc32fast::hash(&payload).to_le_bytes());
+    record[8..12].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+    let header_crc = crc32fast::hash(&record[4..engine::wal::RECORD_HEADER_BYTES]);
+    record[0..4].copy_from_slice(&header_crc.to_le_bytes());
+    record.extend_from_slice(&payload);
+    record
 }
 
 /// `recovery` finding 2 (open): a log record whose batch sequence is above `SEQUENCE_MAX` is replayed, and the

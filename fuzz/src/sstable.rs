@@ -49,7 +49,11 @@ fn check_blocks(data: &[u8], seal: bool) {
         let _ = bloom.may_contain(data);
     }
     if let Ok(learned) = decode_learned_index(&input(TAG_LEARNED)) {
-        assert_eq!(decode_learned_index(&learned.encode()).as_ref(), Ok(&learned), "a learned index does not round-trip");
+        assert_eq!(
+            decode_learned_index(&learned.encode()).as_ref(),
+            Ok(&learned),
+            "a learned index does not round-trip"
+        );
         let key = engine::sstable::key_to_u64(data);
         let _ = learned.predict(key);
         let count = learned.position_count() as usize;

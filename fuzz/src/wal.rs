@@ -1,6 +1,8 @@
 //! `wal_decode`: the WAL decoders never panic, and what they accept round-trips.
 
-use engine::wal::{Record, RecordKind, WalEnd, decode_batch, decode_record_at, decode_segment, encode_batch, encode_record};
+use engine::wal::{
+    Record, RecordKind, WalEnd, decode_batch, decode_record_at, decode_segment, encode_batch, encode_record,
+};
 
 /// The harness. Panics on a finding.
 pub fn check(data: &[u8]) {
