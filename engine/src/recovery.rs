@@ -80,7 +80,8 @@ pub(crate) fn open<E: Env>(env: E, dir: &Path, options: Options) -> Result<Db<E>
         // Canary: the sequence restarts from what the log alone shows.
         last_sequence = replay.last_sequence;
     }
-    assert!(replay.memtable.max_sequence() <= last_sequence || crate::canary::active("seq-reset-on-recovery"));
+    let sequence_reset = crate::canary::active("seq-reset-on-recovery");
+    assert!(replay.memtable.max_sequence() <= last_sequence || sequence_reset, "recovered sequence went backwards");
     let next_file_number = manifest.next_file_number.max(listing.highest_number + 1);
     let wal_number = next_file_number;
     let wal_file = env.open(&dir.join(wal_file_name(wal_number)), OpenOptions::create_new())?;

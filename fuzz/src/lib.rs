@@ -13,6 +13,8 @@
 pub mod image;
 pub mod manifest;
 pub mod reseal;
+pub mod schedule;
+pub mod seed_file;
 pub mod sstable;
 pub mod wal;
 

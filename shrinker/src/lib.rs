@@ -32,7 +32,7 @@ pub struct Candidate<S, C> {
 
 /// What the target knows about its own steps.
 pub trait Simplify {
-    type Step: Clone + Debug;
+    type Step: Clone + Debug + PartialEq;
     type Config: Clone + Debug;
 
     /// Simpler variants of one step, simplest first (empty when it cannot be simpler).
@@ -191,8 +191,10 @@ fn rewrites<T: Simplify, F: FnMut(&Candidate<T::Step, T::Config>) -> bool>(
         if search.exhausted() {
             break;
         }
-        // A rewrite may keep the length (fewer distinct keys): adopt it only if it changes something.
-        if rewritten.len() <= search.best.steps.len() && search.attempt(search.with_steps(rewritten)) {
+        // A rewrite may keep the length (fewer distinct keys): adopt it only if it changes something, or a
+        // rewrite equal to the current schedule would count as progress forever.
+        let changes = rewritten.len() < search.best.steps.len() || rewritten != search.best.steps;
+        if changes && rewritten.len() <= search.best.steps.len() && search.attempt(search.with_steps(rewritten)) {
             progress = true;
         }
     }

@@ -28,10 +28,14 @@ pub mod bench;
 pub mod config;
 pub mod dsg;
 pub mod engine_target;
+#[cfg(feature = "arbitrary")]
+pub mod fuzzing;
 pub mod runner;
 pub mod schedule;
+pub mod shrink;
 pub mod swarm;
 pub mod target;
+pub mod txn_target;
 
 pub use config::SwarmConfig;
 pub use engine_target::EngineTarget;

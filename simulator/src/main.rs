@@ -1,8 +1,8 @@
 //! The simulator's command line. See `--help`.
 //!
 //! Structure: [`Cli`] parses; [`Mode::from_cli`] picks one mode; each mode has one function returning an exit
-//! code (0 pass, 1 failure, 2 bad input). Later flags (`--target`, `--shrink`, `--save`, `--canary`) slot in as a
-//! target choice passed to the generic mode functions and as new modes.
+//! code (0 pass, 1 failure, 2 bad input). `--shrink` (and `--save`) follow any mode that found a failure:
+//! [`shrink_and_report`] shrinks its schedule and, with `--save`, writes it to `seeds/` as a regression seed.
 
 use std::hash::Hasher;
 use std::io::IsTerminal;
@@ -14,8 +14,10 @@ use clap::Parser;
 use env::{Env, File, OpenOptions, RealEnv, StableHasher};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use simulator::engine_target::Step;
+use simulator::engine_target::simplify::EngineSimplify;
 use simulator::runner::STEPS_MAX;
 use simulator::schedule::SCHEDULE_SIZE_BYTES_MAX;
+use simulator::shrink::{Shrunk, render_step, shrink_schedule};
 use simulator::{
     EngineTarget, Outcome, RunOptions, Schedule, SwarmConfig, SwarmOptions, SwarmSummary, Target, bench,
     check_determinism, parse_seed, run_schedule_target, run_swarm, run_target,
@@ -27,6 +29,18 @@ const EXIT_PASS: u8 = 0;
 const EXIT_FAIL: u8 = 1;
 /// Exit code of bad input.
 const EXIT_BAD_INPUT: u8 = 2;
+/// Where `--save` writes seed files unless this environment variable names another directory.
+const SEEDS_DIR_ENV_VAR: &str = "SIMULATOR_SEEDS_DIR";
+
+/// A target the command line can run and shrink.
+trait CliTarget: Target {
+    /// Its shrinking simplifications (ADR-0030).
+    type Simplifier: shrinker::Simplify<Step = Self::Step, Config = SwarmConfig> + Default;
+}
+
+impl CliTarget for EngineTarget {
+    type Simplifier = EngineSimplify;
+}
 
 /// holdfast's deterministic simulator: runs the engine on a simulated disk with seeded faults, crashes and
 /// background-work interleavings, checks invariants after every step, and replays any failure exactly.
@@ -71,7 +85,9 @@ struct Cli {
     #[arg(long)]
     require_coverage: bool,
 
-    /// Replay a schedule JSON file (as written by --save-schedule); the seed and configuration come from it.
+    /// Replay a schedule JSON file (as written by --save-schedule) or a seed file (as written by --save, e.g.
+    /// seeds/NAME.json; detected by its fields, and its canary is turned on). The seed and configuration come
+    /// from the file.
     #[arg(long, value_name = "FILE")]
     replay: Option<PathBuf>,
 
@@ -92,6 +108,36 @@ struct Cli {
     /// (real time per operation over simulated time per step).
     #[arg(long)]
     bench: bool,
+
+    /// Shrink the failure found by --seed, --replay or --seeds (the first failing seed): replay smaller schedules
+    /// and simpler configurations while the failure keeps its signature (invariant and kind), then print the
+    /// minimal schedule, one line per step, `shrunk: <before> -> <after> steps`, the reruns and wall time, and the
+    /// fresh replay that confirms it (its digest last).
+    #[arg(long)]
+    shrink: bool,
+
+    /// Shrink budget, in reruns (not time, so the result does not depend on the machine).
+    #[arg(long, value_name = "N", default_value_t = shrinker::RERUNS_DEFAULT)]
+    shrink_budget: u64,
+
+    /// With --shrink: save the shrunk failure as the regression seed seeds/NAME.json (needs --adr), then print
+    /// its path and replay command. It expects `fail` with its signature when a canary is on (a detection seed),
+    /// else `pass`: the bug gets fixed and the seed goes green. `cargo test -p corpus` replays every seed.
+    #[arg(long, value_name = "NAME", requires = "shrink")]
+    save: Option<String>,
+
+    /// With --save: the decision record that explains the bug (`ADR-0033`). Required with --save.
+    #[arg(long, value_name = "ADR-XXXX")]
+    adr: Option<String>,
+
+    /// With --save: one sentence on the bug, stored in the seed file.
+    #[arg(long, value_name = "TEXT")]
+    description: Option<String>,
+
+    /// Turn this planted bug (ADR-0020, engine/src/canary.rs) on for every run, replay and shrink. Only in a build
+    /// with `--features canaries`; otherwise the simulator exits 2 and says so.
+    #[arg(long, value_name = "NAME")]
+    canary: Option<String>,
 }
 
 fn parse_seed_arg(text: &str) -> Result<u64, String> {
@@ -147,6 +193,9 @@ impl Mode {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Err(error) = check_flags(&cli) {
+        return ExitCode::from(bad_input(&error));
+    }
     let code = match Mode::from_cli(&cli) {
         Mode::Bench => bench_mode(),
         Mode::Replay(path) => replay_mode::<EngineTarget>(&cli, &path),
@@ -155,6 +204,49 @@ fn main() -> ExitCode {
         Mode::Single(seed) => single_mode::<EngineTarget>(&cli, seed),
     };
     ExitCode::from(code)
+}
+
+/// Flag combinations clap cannot check.
+fn check_flags(cli: &Cli) -> Result<(), String> {
+    if let Some(name) = &cli.canary {
+        check_canary(name)?;
+    }
+    if cli.save.is_some() {
+        match &cli.adr {
+            None => return Err("--save needs --adr ADR-XXXX: the decision record that explains the bug".into()),
+            Some(adr) if !adr.starts_with("ADR-") => {
+                return Err(format!("--adr {adr:?}: want a decision record like ADR-0033"));
+            }
+            Some(_) => {}
+        }
+    }
+    if cli.shrink && (cli.bench || cli.check_determinism) {
+        return Err(
+            "--shrink shrinks a failure of --seed, --replay or --seeds, not of --bench or --check-determinism".into()
+        );
+    }
+    if cli.shrink && cli.json {
+        return Err("--shrink prints a human report; it cannot be combined with --json".into());
+    }
+    if cli.shrink_budget == 0 {
+        return Err("--shrink-budget must be at least 1".into());
+    }
+    Ok(())
+}
+
+#[cfg(feature = "canaries")]
+fn check_canary(name: &str) -> Result<(), String> {
+    let known: Vec<&str> =
+        engine::canary::CANARIES.iter().chain(engine::canary::TRANSACTION_CANARIES).copied().collect();
+    if known.contains(&name) { Ok(()) } else { Err(format!("unknown canary {name:?}; known: {}", known.join(", "))) }
+}
+
+#[cfg(not(feature = "canaries"))]
+fn check_canary(name: &str) -> Result<(), String> {
+    Err(format!(
+        "--canary {name}: this simulator has no canaries compiled in; build it with --features canaries \
+         (cargo run -p simulator --features canaries -- --canary {name} ...)"
+    ))
 }
 
 fn bad_input(message: &str) -> u8 {
@@ -184,7 +276,26 @@ fn write_file(path: &Path, text: &str) -> Result<(), String> {
 }
 
 fn run_options(cli: &Cli) -> RunOptions {
-    RunOptions { steps: cli.steps, record_trace: cli.trace.is_some(), ..RunOptions::default() }
+    RunOptions {
+        steps: cli.steps,
+        record_trace: cli.trace.is_some(),
+        canary: cli.canary.clone(),
+        ..RunOptions::default()
+    }
+}
+
+/// ` --canary NAME` when a canary is on (for printed commands).
+fn canary_flag(canary: Option<&str>) -> String {
+    canary.map(|name| format!(" --canary {name}")).unwrap_or_default()
+}
+
+/// `cargo run ... -p simulator` with the canaries feature when a canary is on.
+fn cargo_run(canary: Option<&str>) -> &'static str {
+    if canary.is_some() {
+        "cargo run --release -p simulator --features canaries --"
+    } else {
+        "cargo run --release -p simulator --"
+    }
 }
 
 /// Write the trace and schedule files asked for. False (after printing why) on an IO error.
@@ -229,37 +340,95 @@ fn report_run<S>(outcome: &Outcome<S>, replay_command: &str) -> u8 {
     code
 }
 
-fn single_mode<T: Target>(cli: &Cli, seed: u64) -> u8 {
+fn single_mode<T: CliTarget>(cli: &Cli, seed: u64) -> u8 {
     let config = SwarmConfig::from_seed(seed);
     println!("seed: {seed} (0x{seed:x}) target: {} steps: {}", T::NAME, cli.steps);
     println!("{config}");
-    let outcome = run_target::<T>(seed, &run_options(cli));
+    let options = run_options(cli);
+    let outcome = run_target::<T>(seed, &options);
     if !write_outputs(cli, &outcome) {
         return EXIT_BAD_INPUT;
     }
-    report_run(&outcome, &format!("cargo run --release -p simulator -- --seed {seed} --steps {}", cli.steps))
+    let canary = options.canary.as_deref();
+    let command = format!("{} --seed {seed} --steps {}{}", cargo_run(canary), cli.steps, canary_flag(canary));
+    let code = report_run(&outcome, &command);
+    if cli.shrink && !outcome.passed() {
+        return shrink_and_report::<T>(cli, &outcome.schedule, &options);
+    }
+    code
 }
 
-fn replay_mode<T: Target>(cli: &Cli, path: &Path) -> u8 {
+/// Is this JSON text a seed file (`seeds/*.json`) rather than a bare schedule? Decided by its fields.
+fn is_seed_file(text: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(text).is_ok_and(|value| {
+        value.get("schedule").is_some_and(serde_json::Value::is_object) && value.get("expect").is_some()
+    })
+}
+
+/// A replayable file: a bare schedule, or a seed file's schedule with its canary and expectation.
+fn load_replay<T: Target>(path: &Path, text: &str) -> Result<(Schedule<T::Step>, Option<corpus::SeedFile>), String> {
+    if !is_seed_file(text) {
+        let schedule = Schedule::<T::Step>::from_json(text, T::NAME).map_err(|e| format!("{}: {e}", path.display()))?;
+        return Ok((schedule, None));
+    }
+    let seed = corpus::SeedFile::parse(path, text).map_err(|error| error.to_string())?;
+    if seed.target != T::NAME {
+        return Err(format!("{}: seed file for target {:?}, not {:?}", path.display(), seed.target, T::NAME));
+    }
+    let schedule = Schedule::<T::Step>::from_json(&seed.schedule.to_string(), T::NAME)
+        .map_err(|error| format!("{}: field `schedule`: {error}", path.display()))?;
+    Ok((schedule, Some(seed)))
+}
+
+fn replay_mode<T: CliTarget>(cli: &Cli, path: &Path) -> u8 {
     let text = match read_file(path) {
         Ok(text) => text,
         Err(error) => return bad_input(&error),
     };
-    let schedule = match Schedule::<T::Step>::from_json(&text, T::NAME) {
-        Ok(schedule) => schedule,
-        Err(error) => return bad_input(&format!("{}: {error}", path.display())),
+    let (schedule, seed_file) = match load_replay::<T>(path, &text) {
+        Ok(loaded) => loaded,
+        Err(error) => return bad_input(&error),
     };
-    println!("replay: {} seed: {} steps: {}", path.display(), schedule.seed, schedule.steps.len());
+    let mut options = run_options(cli);
+    if let Some(seed) = &seed_file {
+        if let Some(name) = &seed.canary {
+            if cli.canary.as_ref().is_some_and(|flag| flag != name) {
+                return bad_input(&format!("{}: the seed file's canary is {name}, not --canary", path.display()));
+            }
+            if let Err(error) = check_canary(name) {
+                return bad_input(&format!("{}: {error}", path.display()));
+            }
+            options.canary = Some(name.clone());
+        }
+        let expect = match &seed.expect {
+            corpus::Expectation::Pass => "pass".to_string(),
+            corpus::Expectation::Fail(signature) => format!("fail with {signature}"),
+        };
+        println!("seed file: {} ({}): expects {expect}", seed.name, seed.adr);
+        println!("description: {}", seed.description);
+    }
+    let canary = options.canary.as_deref();
+    println!(
+        "replay: {} seed: {} steps: {}{}",
+        path.display(),
+        schedule.seed,
+        schedule.steps.len(),
+        canary_flag(canary)
+    );
     println!("{}", schedule.config);
-    let outcome = run_schedule_target::<T>(&schedule, &run_options(cli));
+    let outcome = run_schedule_target::<T>(&schedule, &options);
     if !write_outputs(cli, &outcome) {
         return EXIT_BAD_INPUT;
     }
-    report_run(&outcome, &format!("cargo run --release -p simulator -- --replay {}", path.display()))
+    let code = report_run(&outcome, &format!("{} --replay {}", cargo_run(canary), path.display()));
+    if cli.shrink && !outcome.passed() {
+        return shrink_and_report::<T>(cli, &outcome.schedule, &options);
+    }
+    code
 }
 
-fn determinism_mode<T: Target>(cli: &Cli, seed: u64) -> u8 {
-    let options = RunOptions { steps: cli.steps, record_step_digests: true, ..RunOptions::default() };
+fn determinism_mode<T: CliTarget>(cli: &Cli, seed: u64) -> u8 {
+    let options = RunOptions { record_step_digests: true, ..run_options(cli) };
     let mut digest = 0;
     let result = check_determinism(|| {
         let outcome = run_target::<T>(seed, &options);
@@ -290,17 +459,21 @@ fn progress_bar(seeds: u64) -> ProgressBar {
     bar
 }
 
-fn swarm_mode<T: Target>(cli: &Cli, seeds: Range<u64>) -> u8 {
+fn swarm_mode<T: CliTarget>(cli: &Cli, seeds: Range<u64>) -> u8 {
     let options = SwarmOptions { seeds, shard: cli.shard, stop_on_failure: cli.stop_on_failure, run: run_options(cli) };
     let seeds_total = options.shard_seeds().count() as u64;
     let bar = progress_bar(seeds_total);
     let mut failures = 0u64;
     let mut digests = StableHasher::new();
+    let mut first_failing: Option<Schedule<T::Step>> = None;
     let summary = run_swarm::<T>(&options, |outcome| {
         digests.write_u64(outcome.seed);
         digests.write_u64(outcome.digest);
         if let Some(failure) = &outcome.failure {
             failures += 1;
+            if first_failing.is_none() {
+                first_failing = Some(outcome.schedule.clone());
+            }
             bar.println(format!(
                 "FAIL seed={} step={} invariant={} ({})",
                 failure.seed, failure.step, failure.invariant, failure.kind
@@ -320,7 +493,111 @@ fn swarm_mode<T: Target>(cli: &Cli, seeds: Range<u64>) -> u8 {
     }
     print_swarm_text(cli, &summary, &missing);
     println!("digest: {digest:016x}");
+    if cli.shrink
+        && let Some(schedule) = &first_failing
+    {
+        return shrink_and_report::<T>(cli, schedule, &options.run);
+    }
     code
+}
+
+/// Shrink a failing schedule, print the minimal one and its confirming replay, and save it with `--save`.
+/// Returns the exit code: 1 (the failure stands), 2 when saving failed, or 1 after an error shrinking.
+fn shrink_and_report<T: CliTarget>(cli: &Cli, schedule: &Schedule<T::Step>, options: &RunOptions) -> u8 {
+    let clock = RealEnv::new();
+    let started = clock.now();
+    println!();
+    println!("shrinking: seed {} ({} steps), budget {} reruns", schedule.seed, schedule.steps.len(), cli.shrink_budget);
+    let shrunk = match shrink_schedule::<T, _>(&T::Simplifier::default(), schedule, options, cli.shrink_budget) {
+        Ok(shrunk) => shrunk,
+        Err(error) => {
+            eprintln!("error: shrink: {error}");
+            return EXIT_FAIL;
+        }
+    };
+    let wall = clock.now().saturating_sub(started);
+    println!("minimal schedule ({} steps, signature {}):", shrunk.steps_after, shrunk.signature);
+    for (index, step) in shrunk.schedule.steps.iter().enumerate() {
+        println!("  #{index} {}", render_step(step));
+    }
+    println!("config:");
+    for line in shrunk.schedule.config.to_string().lines() {
+        println!("  {line}");
+    }
+    println!("shrunk: {} -> {} steps", shrunk.steps_before, shrunk.steps_after);
+    let fixpoint = if shrunk.reached_fixpoint { "fixpoint reached (1-minimal)" } else { "budget exhausted" };
+    println!("reruns: {} ({fixpoint}), wall time: {:.2} s", shrunk.reruns, wall.as_secs_f64());
+    let mut code = EXIT_FAIL;
+    if let Some(name) = &cli.save {
+        match save_seed::<T>(cli, name, &shrunk, options.canary.as_deref()) {
+            Ok(()) => {}
+            Err(error) => {
+                eprintln!("error: --save: {error}");
+                code = EXIT_BAD_INPUT;
+            }
+        }
+    }
+    println!("confirmed by a fresh replay:");
+    let validation = &shrunk.validation;
+    if let Some(failure) = &validation.failure {
+        print!("{}", failure.report());
+    }
+    println!("digest: {}", validation.digest_hex());
+    code
+}
+
+/// The directory `--save` writes to: `$SIMULATOR_SEEDS_DIR`, else the workspace's `seeds/`.
+fn seeds_dir() -> PathBuf {
+    match std::env::var_os(SEEDS_DIR_ENV_VAR) {
+        Some(dir) => PathBuf::from(dir),
+        None => {
+            let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+            manifest_dir.parent().unwrap_or(manifest_dir).join("seeds")
+        }
+    }
+}
+
+fn save_seed<T: CliTarget>(
+    cli: &Cli,
+    name: &str,
+    shrunk: &Shrunk<T::Step>,
+    canary: Option<&str>,
+) -> Result<(), String> {
+    let adr = cli.adr.clone().ok_or("--save needs --adr ADR-XXXX")?;
+    let expect = match canary {
+        Some(_) => corpus::Expectation::Fail(shrunk.signature.clone()),
+        None => corpus::Expectation::Pass,
+    };
+    let description = cli.description.clone().unwrap_or_else(|| {
+        format!("{} found by seed {}, shrunk to {} steps", shrunk.signature, shrunk.schedule.seed, shrunk.steps_after)
+    });
+    let seed = corpus::SeedFile {
+        format_version: corpus::FORMAT_VERSION,
+        name: name.to_string(),
+        target: T::NAME.to_string(),
+        seed: shrunk.schedule.seed,
+        canary: canary.map(str::to_string),
+        signature: shrunk.signature.clone(),
+        expect,
+        adr,
+        description,
+        schedule: serde_json::to_value(&shrunk.schedule).map_err(|error| error.to_string())?,
+    };
+    let text = seed.to_json();
+    corpus::SeedFile::parse(Path::new(name), &text).map_err(|error| error.to_string())?;
+    let path = seeds_dir().join(format!("{name}.json"));
+    if let Some(parent) = path.parent() {
+        RealEnv::new()
+            .create_dir_all(parent)
+            .map_err(|error| format!("cannot create {}: {error}", parent.display()))?;
+    }
+    write_file(&path, &text)?;
+    let features = if canary.is_some() { " --features canaries" } else { "" };
+    let test = name.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' });
+    println!("saved: {}", path.display());
+    println!("replay: cargo run -p simulator{features} -- --replay seeds/{name}.json");
+    println!("test: cargo test -p corpus{features} seed_{}", test.collect::<String>());
+    Ok(())
 }
 
 fn print_swarm_json(summary: &SwarmSummary, missing: &[String], digest: u64) {

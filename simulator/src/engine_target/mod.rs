@@ -56,6 +56,7 @@
 //! `unrecoverable_runs`.
 
 mod model;
+pub mod simplify;
 mod step;
 
 use std::collections::BTreeMap;
