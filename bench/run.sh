@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One command to reproduce: `bash bench/run.sh --quick` (a few minutes) or `bash bench/run.sh` (the full run).
+# One command to reproduce: `bash bench/run.sh --quick` (~15 minutes) or `bash bench/run.sh` (the full run).
 # Everything runs at the lowest CPU priority (nice 19) so a shared machine's other work keeps priority.
 # A backend whose build fails is left out (its cargo feature dropped) and reported as a row with an error.
 # Extra arguments go to the benchmark binary (see `bash bench/run.sh --help`).
@@ -8,14 +8,17 @@ cd "$(dirname "$0")"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 bash setup.sh || echo "bench setup failed: rocksdb may not build" >&2
 
-features=(holdfast rocksdb lmdb redb fjall sled)
-build() { nice -n 19 cargo build --release --no-default-features --features "$(IFS=,; echo "$*")"; }
-if ! build "${features[@]}"; then
-  ok=()
-  for f in "${features[@]}"; do
-    if build "$f"; then ok+=("$f"); else echo "bench: backend '$f' failed to build; it is reported as not built" >&2; fi
-  done
-  features=("${ok[@]}")
-  build "${features[@]}" || exit 1
+if nice -n 19 cargo build --release; then
+  exec nice -n 19 cargo run --release -- "$@"
 fi
-exec nice -n 19 cargo run --release --no-default-features --features "$(IFS=,; echo "${features[*]}")" -- "$@"
+ok=()
+for f in holdfast rocksdb lmdb redb fjall sled; do
+  if nice -n 19 cargo build --release --no-default-features --features "$f"; then
+    ok+=("$f")
+  else
+    echo "bench: backend '$f' failed to build; it is reported as not built" >&2
+  fi
+done
+[ ${#ok[@]} -gt 0 ] || { echo "bench: no backend builds" >&2; exit 1; }
+features=$(IFS=,; echo "${ok[*]}")
+exec nice -n 19 cargo run --release --no-default-features --features "$features" -- "$@"

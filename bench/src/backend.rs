@@ -55,6 +55,9 @@ pub trait Backend: Send + Sync {
     fn layout(&self) -> String;
 }
 
+/// Opens a backend in a directory; `true` for synced commits.
+pub type Opener = Arc<dyn Fn(&Path, bool) -> BResult<Arc<dyn Backend>> + Send + Sync>;
+
 /// A named way to open a backend in a mode.
 #[derive(Clone)]
 pub struct EngineSpec {
@@ -62,11 +65,12 @@ pub struct EngineSpec {
     /// cargo feature that builds it
     pub feature: &'static str,
     pub built: bool,
-    pub open: Arc<dyn Fn(&Path, bool) -> BResult<Arc<dyn Backend>> + Send + Sync>,
+    pub open: Opener,
     /// Isolation offered by the read-write transactions as used here (for the README).
     pub isolation: &'static str,
 }
 
+#[allow(dead_code, reason = "used only when a backend's cargo feature is off")]
 pub fn not_built(name: &'static str, feature: &'static str) -> EngineSpec {
     EngineSpec {
         name,

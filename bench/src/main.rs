@@ -59,6 +59,8 @@ pub struct Meta {
     pub loadavg_end: String,
     pub fdatasync_p50_us: f64,
     pub wall_seconds: f64,
+    /// The holdfast source measured: HEAD and whether engine/ or env/ had uncommitted changes.
+    pub holdfast_source: String,
     pub engines: Vec<EngineMeta>,
 }
 
@@ -245,9 +247,23 @@ fn fdatasync_probe(dir: &Path) -> f64 {
     v[v.len() / 2]
 }
 
+fn holdfast_source() -> String {
+    let git = |a: &[&str]| {
+        std::process::Command::new("git")
+            .args(["-C", &bench_dir().join("..").to_string_lossy()])
+            .args(a)
+            .output()
+            .ok()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_default()
+    };
+    let head = git(&["rev-parse", "--short", "HEAD"]);
+    let dirty = git(&["status", "--porcelain", "--", "engine", "env"]);
+    if dirty.is_empty() { head } else { format!("{head} + uncommitted changes in engine/ or env/") }
+}
+
 fn median_run(runs: Vec<RunOut>) -> (RunOut, Vec<f64>) {
-    let rates: Vec<f64> =
-        runs.iter().map(|r| if r.secs > 0.0 { r.ops as f64 / r.secs } else { 0.0 }).collect();
+    let rates: Vec<f64> = runs.iter().map(|r| if r.secs > 0.0 { r.ops as f64 / r.secs } else { 0.0 }).collect();
     let mut idx: Vec<usize> = (0..runs.len()).collect();
     idx.sort_by(|a, b| rates[*a].total_cmp(&rates[*b]));
     let m = idx[idx.len() / 2];
@@ -272,11 +288,27 @@ fn row_from(engine: &str, w: Workload, threads: usize, synced: bool, records: u6
     row.runs_ops_per_sec = rates.iter().map(|r| (r * 10.0).round() / 10.0).collect();
     row.ops_per_sec = Some((run.ops as f64 / run.secs * 10.0).round() / 10.0);
     row.ops = Some(run.ops);
-    row.p50_us = Some(run.hist.value_at_quantile(0.50) as f64 / 1000.0);
-    row.p99_us = Some(run.hist.value_at_quantile(0.99) as f64 / 1000.0);
+    if run.ops > 0 {
+        row.p50_us = Some(run.hist.value_at_quantile(0.50) as f64 / 1000.0);
+        row.p99_us = Some(run.hist.value_at_quantile(0.99) as f64 / 1000.0);
+    }
+    normalize(&mut row);
     row.aborts = Some(run.aborts);
     row.run_seconds = Some((run.secs * 1000.0).round() / 1000.0);
     row
+}
+
+/// A run in which no operation finished has no latency (an empty histogram's quantiles read 0): say so.
+pub fn normalize(row: &mut Row) {
+    if row.error.is_none() && row.ops == Some(0) && row.workload != "write-skew" {
+        row.p50_us = None;
+        row.p99_us = None;
+        let stalled = row.runs_ops_per_sec.iter().filter(|r| **r == 0.0).count();
+        row.detail = Some(format!(
+            "stalled: no operation finished inside the measured window in {stalled} of {} runs",
+            row.runs_ops_per_sec.len()
+        ));
+    }
 }
 
 fn error_row(engine: &str, workload: &str, threads: usize, synced: bool, records: u64, e: String) -> Row {
@@ -311,7 +343,10 @@ fn log(msg: &str) {
 
 fn print_row(r: &Row) {
     match (&r.error, r.ops_per_sec) {
-        (Some(e), _) => log(&format!("{:<22} {:<18} t={} synced={} ERROR {e}", r.engine, r.workload, r.threads, r.synced_per_commit)),
+        (Some(e), _) => log(&format!(
+            "{:<22} {:<18} t={} synced={} ERROR {e}",
+            r.engine, r.workload, r.threads, r.synced_per_commit
+        )),
         (None, Some(ops)) => log(&format!(
             "{:<22} {:<18} t={} synced={:<5} {:>12.1} ops/s  p50 {:>9.1} us  p99 {:>9.1} us  aborts {:>6}  [{}]",
             r.engine,
@@ -363,22 +398,29 @@ fn session(spec: &EngineSpec, synced: bool, args: &Args, workloads: &[Workload],
             let mut out = workloads::bulk_load(b.as_ref(), args.records, 1000, run as u64);
             // The flush is part of the load: the data must reach SSTables (LSM) or be persisted.
             let t = Instant::now();
-            if out.error.is_none() {
-                if let Err(e) = b.flush() {
-                    out.error = Some(format!("flush: {e:?}"));
-                }
+            if out.error.is_none()
+                && let Err(e) = b.flush()
+            {
+                out.error = Some(format!("flush: {e:?}"));
             }
             out.secs += t.elapsed().as_secs_f64();
             out
         })
-        .unwrap_or_else(|e| RunOut { ops: 0, aborts: 0, secs: 0.0, hist: workloads::new_hist(), error: Some(e) });
+        .unwrap_or_else(|e| RunOut {
+            ops: 0,
+            aborts: 0,
+            secs: 0.0,
+            hist: workloads::new_hist(),
+            error: Some(e),
+        });
         loads.push(out);
         kept = Some(b);
     }
     let b = kept.expect("at least one run");
     let mut row = row_from(spec.name, Workload::BulkLoad, 1, synced, args.records, loads);
     row.layout = Some(b.layout());
-    row.detail = Some("ops = keys loaded; p50/p99 = latency of one 1000-key commit; time includes the final flush".into());
+    row.detail =
+        Some("ops = keys loaded; p50/p99 = latency of one 1000-key commit; time includes the final flush".into());
     let load_failed = row.error.is_some();
     push(rows, row);
     if load_failed {
@@ -394,6 +436,17 @@ fn session(spec: &EngineSpec, synced: bool, args: &Args, workloads: &[Workload],
         push(rows, error_row(spec.name, "tpcc-setup", 1, synced, args.records, e));
         return;
     }
+    // Reopen: every engine starts the workloads from its recovered on-disk state (and RocksDB's
+    // TransactionDB, which has no flush in the crate, flushes its recovered memtable to L0 here).
+    drop(b);
+    let dir = base.join(format!("load-{}", args.runs - 1));
+    let b = match catch(|| (spec.open)(&dir, synced)).and_then(|r| r.map_err(|e| format!("reopen failed: {e:?}"))) {
+        Ok(b) => b,
+        Err(e) => {
+            push(rows, error_row(spec.name, "reopen", 1, synced, args.records, e));
+            return;
+        }
+    };
     let ctx = Ctx::new(args.records);
     for &w in workloads {
         for &threads in &args.threads {
@@ -423,7 +476,9 @@ fn main() {
     let args = parse_args();
     if let Some(path) = &args.report_only {
         let text = std::fs::read_to_string(path).expect("read results JSON");
-        let results: Results = serde_json::from_str(&text).expect("parse results JSON");
+        let mut results: Results = serde_json::from_str(&text).expect("parse results JSON");
+        results.rows.iter_mut().for_each(normalize);
+        std::fs::write(path, serde_json::to_string_pretty(&results).expect("serialize") + "\n").expect("rewrite JSON");
         report::write_all(&results, path, &bench_dir());
         return;
     }
@@ -462,6 +517,7 @@ fn main() {
         kernel: read_trim("/proc/sys/kernel/osrelease"),
         loadavg_start: read_trim("/proc/loadavg"),
         fdatasync_p50_us: fdatasync_probe(&args.data_dir),
+        holdfast_source: holdfast_source(),
         engines: all
             .iter()
             .map(|s| EngineMeta { name: s.name.into(), built: s.built, isolation: s.isolation.into() })
@@ -481,7 +537,8 @@ fn main() {
     ));
     log(&format!("fdatasync p50 on this disk: {:.0} us", meta.fdatasync_p50_us));
     let mut rows = Vec::new();
-    for spec in &selected {
+    let do_sessions = args.workloads.as_ref().is_none_or(|w| w.iter().any(|n| n != "write-skew"));
+    for spec in selected.iter().filter(|_| do_sessions) {
         if !spec.built {
             let e = format!("not built: cargo feature `{}` disabled or failed to build", spec.feature);
             for &synced in &args.modes {

@@ -48,7 +48,7 @@ pub fn doctors(spec: &EngineSpec, data_dir: &Path) -> Row {
                 s.spawn(move || {
                     let mut log = Vec::new();
                     let mut calls = 0;
-                    for _attempt in 0..5 {
+                    for attempt in 0..10u64 {
                         let mut wrote = false;
                         let r = b.txn(&mut |t| {
                             calls += 1;
@@ -71,13 +71,19 @@ pub fn doctors(spec: &EngineSpec, data_dir: &Path) -> Row {
                         });
                         match r {
                             Ok(_) => {
-                                log.push(if wrote { "committed off".to_string() } else { "committed, stayed on".into() });
+                                log.push(if wrote {
+                                    "committed off".to_string()
+                                } else {
+                                    "committed, stayed on".into()
+                                });
                                 break;
                             }
                             Err(BErr::Conflict(e)) => {
                                 let e: String = e.chars().take(60).collect();
                                 log.push(format!("aborted ({e})"));
                                 read_done[me].store(true, Ordering::Release);
+                                // Back off like an application would: the winner's commit may still be in flight.
+                                std::thread::sleep(Duration::from_millis(2 << attempt.min(6)));
                             }
                             Err(BErr::Other(e)) => {
                                 log.push(format!("error ({e})"));
@@ -91,10 +97,7 @@ pub fn doctors(spec: &EngineSpec, data_dir: &Path) -> Row {
             .collect();
         hs.into_iter().map(|h| h.join().unwrap_or_else(|_| "panicked".into())).collect()
     });
-    let final_on: Vec<bool> = FLAGS
-        .iter()
-        .map(|k| matches!(b.get(&k[..]), Ok(Some(v)) if v == b"on"))
-        .collect();
+    let final_on: Vec<bool> = FLAGS.iter().map(|k| matches!(b.get(&k[..]), Ok(Some(v)) if v == b"on")).collect();
     let on_call = final_on.iter().filter(|x| **x).count();
     row.outcome = Some(if on_call == 0 { "VIOLATED".into() } else { "holds".into() });
     row.detail = Some(format!("alice: {}; bob: {}; doctors left on call: {on_call}", outcomes[0], outcomes[1]));

@@ -294,9 +294,9 @@ impl<E: Env> Db<E> {
             // A blind write reads nothing: its snapshot may include every submitted commit (no false ww aborts).
             let snapshot = state.next_sequence - 1;
             let txn = state.tracker.begin(snapshot, false);
-            crate::txn::submit(&self.inner, &mut state, writes, txn, None)?
+            crate::txn::submit(&self.inner, &mut state, writes, txn, None, false)?
         };
-        self.wait_for_commit(&ticket)?;
+        crate::txn::sync_inline(&self.inner, &ticket)?;
         Ok(ticket.last_sequence)
     }
 

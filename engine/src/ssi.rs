@@ -71,6 +71,8 @@ struct TxnRecord {
     out_edges: BTreeSet<TxnId>,
     /// The earliest commit among out-neighbours whose records were dropped.
     pruned_out_commit_min: Option<Sequence>,
+    /// The earliest *first* sequence (a batch's first write) among those dropped out-neighbours.
+    pruned_out_first_min: Option<Sequence>,
 }
 
 impl TxnRecord {
@@ -139,6 +141,7 @@ impl ConflictTracker {
             in_edges: BTreeSet::new(),
             out_edges: BTreeSet::new(),
             pruned_out_commit_min: None,
+            pruned_out_first_min: None,
         };
         self.txns.insert(id, record);
         id
@@ -161,10 +164,17 @@ impl ConflictTracker {
         let mut intervals: Vec<(Sequence, Sequence)> = Vec::new();
         for record in self.txns.values() {
             let Some(pivot_commit) = record.commit() else { continue };
-            let outs = record.out_edges.iter().filter_map(|out| self.txns.get(out)?.commit());
-            for out_commit in outs.chain(record.pruned_out_commit_min) {
+            // A commit's writes take consecutive sequences ending at its commit sequence: a safe snapshot must be
+            // below the *first* of them, or the reader would see part of the commit (found by the txn target).
+            let outs = record.out_edges.iter().filter_map(|out| {
+                let out = self.txns.get(out)?;
+                let commit = out.commit()?;
+                Some((commit, commit + 1 - out.writes.len().max(1) as u64))
+            });
+            let pruned = record.pruned_out_commit_min.zip(record.pruned_out_first_min);
+            for (out_commit, out_first) in outs.chain(pruned) {
                 if out_commit < pivot_commit {
-                    intervals.push((out_commit, pivot_commit));
+                    intervals.push((out_first, pivot_commit));
                 }
             }
         }
@@ -380,9 +390,12 @@ impl ConflictTracker {
         }
         if !writes.is_empty() && self.read_only_guard_trips(txn) {
             self.stats.read_only_guard_aborts += 1;
-            return Err(Conflict {
-                reason: "an open read-only transaction sees a commit this writer must precede".into(),
-            });
+            let key = self.guard_key(txn).unwrap_or_else(|| writes[0].clone());
+            let reason = format!(
+                "rw conflict on {}: an open read-only transaction sees a commit this writer must precede",
+                render(&key)
+            );
+            return Err(Conflict { reason });
         }
         Ok(())
     }
@@ -397,6 +410,13 @@ impl ConflictTracker {
         // have not committed).
         let tins: Vec<TxnId> = self.record(reader).in_edges.iter().copied().collect();
         tins.into_iter().filter(|&tin| tin != txn).find_map(|tin| self.structure_victim(tin, reader, commit, txn))
+    }
+
+    /// A key behind the guard: one this writer read that a committed out-neighbour overwrote.
+    fn guard_key(&self, txn: TxnId) -> Option<Vec<u8>> {
+        let record = self.record(txn);
+        let mut outs = record.out_edges.iter().filter_map(|out| self.txns.get(out));
+        outs.find_map(|out| out.writes.iter().find(|key| record.read_covers(key)).cloned())
     }
 
     /// Fekete's read-only anomaly guard: see the module docs.
@@ -465,6 +485,9 @@ impl ConflictTracker {
                     if let Some(commit) = record.commit() {
                         let min = neighbour.pruned_out_commit_min.map_or(commit, |m| m.min(commit));
                         neighbour.pruned_out_commit_min = Some(min);
+                        let first = commit + 1 - record.writes.len().max(1) as u64;
+                        let min = neighbour.pruned_out_first_min.map_or(first, |m| m.min(first));
+                        neighbour.pruned_out_first_min = Some(min);
                     }
                 }
             }

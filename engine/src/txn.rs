@@ -256,7 +256,7 @@ impl<E: Env> Transaction<E> {
         }
         // The snapshot stays registered until the commit is visible (released by `acknowledge`): a reader's safe
         // snapshot may go back to it (ADR-0025).
-        let result = submit(&self.db.inner, &mut state, writes, self.id, Some(self.snapshot)).map(Some);
+        let result = submit(&self.db.inner, &mut state, writes, self.id, Some(self.snapshot), true).map(Some);
         if result.is_err() {
             release_snapshot(&mut state, self.snapshot);
         }
@@ -325,6 +325,7 @@ pub(crate) fn submit<E: Env>(
     writes: Vec<BatchWrite>,
     txn: TxnId,
     snapshot: Option<Sequence>,
+    spawn_group_commit: bool,
 ) -> Result<CommitTicket> {
     if let Err(error) = state.check_writable() {
         state.tracker.abort(txn);
@@ -352,7 +353,7 @@ pub(crate) fn submit<E: Env>(
     if inner.options.sync_mode == SyncMode::NoSync || crate::canary::active("unsynced-ack") {
         acknowledge(state, true);
         maybe_rotate(inner, state)?;
-    } else {
+    } else if spawn_group_commit {
         // Spawned now, so a simulator can step the shared sync before anyone waits (batches larger than one).
         ensure_group_commit_task(inner, state);
     }
@@ -443,4 +444,38 @@ fn group_commit_step<E: Env>(inner: &Arc<Inner<E>>) -> Result<bool> {
         state.group_commit_task = None;
     }
     Ok(more)
+}
+
+/// Sync the log inline and acknowledge what became durable: for a caller that waits anyway (a blind write), this
+/// saves spawning and stepping the group-commit task. Concurrent callers may sync concurrently; acknowledgement is
+/// ordered under the lock, so every commit still becomes visible in sequence order (ADR-0021).
+pub(crate) fn sync_inline<E: Env>(inner: &Arc<Inner<E>>, ticket: &CommitTicket) -> Result<()> {
+    for _ in 0..COMMIT_WAITS_MAX {
+        let (file, number, end) = {
+            let state = inner.state();
+            if ticket.last_sequence <= state.last_sequence {
+                return Ok(());
+            }
+            state.check_writable()?;
+            (state.wal.file_handle(), state.wal.number(), state.wal.end_offset())
+        };
+        let synced = file.sync();
+        let mut state = inner.state();
+        match synced {
+            Ok(()) => {}
+            // Canary: a failed sync is treated as success.
+            Err(_) if crate::canary::active("fsync-error-ignored") => {}
+            Err(error) => {
+                let error = Error::from(error);
+                inner.poison(&mut state, &error);
+                return Err(error);
+            }
+        }
+        if state.wal.number() == number {
+            state.wal.mark_synced(end);
+        }
+        acknowledge(&mut state, false);
+        maybe_rotate(inner, &mut state)?;
+    }
+    Err(Error::Closed { reason: format!("commit not acknowledged within {COMMIT_WAITS_MAX} syncs") })
 }

@@ -18,6 +18,7 @@ use simulator::engine_target::simplify::EngineSimplify;
 use simulator::runner::STEPS_MAX;
 use simulator::schedule::SCHEDULE_SIZE_BYTES_MAX;
 use simulator::shrink::{Shrunk, render_step, shrink_schedule};
+use simulator::txn_target::TxnTarget;
 use simulator::{
     EngineTarget, Outcome, RunOptions, Schedule, SwarmConfig, SwarmOptions, SwarmSummary, Target, bench,
     check_determinism, parse_seed, run_schedule_target, run_swarm, run_target,
@@ -40,6 +41,10 @@ trait CliTarget: Target {
 
 impl CliTarget for EngineTarget {
     type Simplifier = EngineSimplify;
+}
+
+impl CliTarget for TxnTarget {
+    type Simplifier = simulator::txn_target::TxnSimplify;
 }
 
 /// holdfast's deterministic simulator: runs the engine on a simulated disk with seeded faults, crashes and
@@ -134,6 +139,15 @@ struct Cli {
     #[arg(long, value_name = "TEXT")]
     description: Option<String>,
 
+    /// The system under test: `engine` (single operations, crashes, faults; the default) or `txn` (several clients
+    /// in interleaved serializable and read-only transactions, checked for serializability every step).
+    #[arg(long, default_value = "engine", value_parser = ["engine", "txn"])]
+    target: String,
+
+    /// On a serializability failure (target `txn`), write the offending dependency cycle as a Graphviz DOT file.
+    #[arg(long, value_name = "FILE")]
+    dot: Option<PathBuf>,
+
     /// Turn this planted bug (ADR-0020, engine/src/canary.rs) on for every run, replay and shrink. Only in a build
     /// with `--features canaries`; otherwise the simulator exits 2 and says so.
     #[arg(long, value_name = "NAME")]
@@ -196,14 +210,21 @@ fn main() -> ExitCode {
     if let Err(error) = check_flags(&cli) {
         return ExitCode::from(bad_input(&error));
     }
-    let code = match Mode::from_cli(&cli) {
-        Mode::Bench => bench_mode(),
-        Mode::Replay(path) => replay_mode::<EngineTarget>(&cli, &path),
-        Mode::Swarm(seeds) => swarm_mode::<EngineTarget>(&cli, seeds),
-        Mode::Determinism(seed) => determinism_mode::<EngineTarget>(&cli, seed),
-        Mode::Single(seed) => single_mode::<EngineTarget>(&cli, seed),
+    let code = match cli.target.as_str() {
+        "txn" => dispatch::<TxnTarget>(&cli),
+        _ => dispatch::<EngineTarget>(&cli),
     };
     ExitCode::from(code)
+}
+
+fn dispatch<T: CliTarget>(cli: &Cli) -> u8 {
+    match Mode::from_cli(cli) {
+        Mode::Bench => bench_mode(),
+        Mode::Replay(path) => replay_mode::<T>(cli, &path),
+        Mode::Swarm(seeds) => swarm_mode::<T>(cli, seeds),
+        Mode::Determinism(seed) => determinism_mode::<T>(cli, seed),
+        Mode::Single(seed) => single_mode::<T>(cli, seed),
+    }
 }
 
 /// Flag combinations clap cannot check.
@@ -318,8 +339,25 @@ fn write_outputs<S: serde::Serialize + serde::de::DeserializeOwned>(cli: &Cli, o
     true
 }
 
+/// With `--dot FILE`, write a serializability failure's dependency cycle as Graphviz DOT (ADR-0032).
+fn write_dot(failure: &simulator::Failure, dot: Option<&Path>) {
+    let Some(path) = dot else { return };
+    match simulator::txn_target::failure_dot(failure) {
+        Some(graph) => {
+            let written = env::RealEnv::new().open(path, env::OpenOptions::create_truncate()).and_then(|file| {
+                env::File::write_all_at(&file, 0, graph.as_bytes()).and_then(|()| env::File::sync(&file))
+            });
+            match written {
+                Ok(()) => println!("dot: wrote the cycle to {}", path.display()),
+                Err(error) => eprintln!("dot: could not write {}: {error}", path.display()),
+            }
+        }
+        None => println!("dot: the failure is not a dependency cycle; nothing written to {}", path.display()),
+    }
+}
+
 /// Print a run's result; returns its exit code.
-fn report_run<S>(outcome: &Outcome<S>, replay_command: &str) -> u8 {
+fn report_run<S>(outcome: &Outcome<S>, replay_command: &str, dot: Option<&Path>) -> u8 {
     println!("steps: {} (work steps {})", outcome.steps_run, outcome.work_steps);
     let counters: Vec<String> =
         outcome.coverage.counters.iter().map(|(name, count)| format!("{name}={count}")).collect();
@@ -332,6 +370,7 @@ fn report_run<S>(outcome: &Outcome<S>, replay_command: &str) -> u8 {
         Some(failure) => {
             print!("{}", failure.report());
             println!("replay: {replay_command}");
+            write_dot(failure, dot);
             println!("first failure: seed={} step={} invariant={}", failure.seed, failure.step, failure.invariant);
             EXIT_FAIL
         }
@@ -351,7 +390,7 @@ fn single_mode<T: CliTarget>(cli: &Cli, seed: u64) -> u8 {
     }
     let canary = options.canary.as_deref();
     let command = format!("{} --seed {seed} --steps {}{}", cargo_run(canary), cli.steps, canary_flag(canary));
-    let code = report_run(&outcome, &command);
+    let code = report_run(&outcome, &command, cli.dot.as_deref());
     if cli.shrink && !outcome.passed() {
         return shrink_and_report::<T>(cli, &outcome.schedule, &options);
     }
@@ -420,7 +459,7 @@ fn replay_mode<T: CliTarget>(cli: &Cli, path: &Path) -> u8 {
     if !write_outputs(cli, &outcome) {
         return EXIT_BAD_INPUT;
     }
-    let code = report_run(&outcome, &format!("{} --replay {}", cargo_run(canary), path.display()));
+    let code = report_run(&outcome, &format!("{} --replay {}", cargo_run(canary), path.display()), cli.dot.as_deref());
     if cli.shrink && !outcome.passed() {
         return shrink_and_report::<T>(cli, &outcome.schedule, &options);
     }
@@ -663,6 +702,6 @@ fn bench_mode() -> u8 {
         report.real_nanos / 1_000_000,
         report.real_ops_per_second
     );
-    let code = report_run(&outcome, "cargo run --release -p simulator -- --bench");
+    let code = report_run(&outcome, "cargo run --release -p simulator -- --bench", None);
     if report.passed { code } else { EXIT_FAIL }
 }

@@ -5,7 +5,9 @@ use std::cell::{Cell, RefCell};
 use std::path::Path;
 use std::sync::Arc;
 
-use sled::transaction::{ConflictableTransactionError, TransactionError, TransactionalTree, UnabortableTransactionError};
+use sled::transaction::{
+    ConflictableTransactionError, TransactionError, TransactionalTree, UnabortableTransactionError,
+};
 use sled::{Db, Tree};
 
 use crate::backend::{BErr, BResult, Backend, EngineSpec, TxBody, TxOps, other};

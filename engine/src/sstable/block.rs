@@ -304,8 +304,8 @@ impl Block {
     /// The full key at restart point `index` (restart entries share no prefix), into `key`; returns its sequence.
     fn restart_key_into(&self, index: usize, key: &mut Vec<u8>) -> Sequence {
         key.clear();
-        let parsed = parse_entry(&self.entries, self.restart_offsets[index] as usize, key)
-            .expect("a validated block parses");
+        let parsed =
+            parse_entry(&self.entries, self.restart_offsets[index] as usize, key).expect("a validated block parses");
         assert_eq!(parsed.shared_size_bytes, 0, "restart entries share no prefix");
         parsed.sequence
     }

@@ -3,5 +3,7 @@
 mod cli;
 mod crash_cycles;
 mod determinism;
+mod shrink;
 mod swarm;
 mod toy;
+mod txn;
