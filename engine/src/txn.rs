@@ -10,6 +10,9 @@
 //!    [`Db::wait_for_commit`] returns.
 //!
 //! Nothing ever blocks waiting for another transaction: conflicts are detected, not waited on.
+//!
+//! Modelled by `specs::Mvcc` (snapshot reads, first committer wins) and `specs::Ssi` (which drives this module's
+//! conflict tracker, `crate::ssi`, through the same calls); see `specs/README.md`.
 
 use std::collections::BTreeMap;
 use std::ops::{Bound, RangeBounds};

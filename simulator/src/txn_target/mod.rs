@@ -991,6 +991,6 @@ impl shrinker::Simplify for TxnSimplify {
     type Config = crate::config::SwarmConfig;
 
     fn simplify_config(&self, config: &crate::config::SwarmConfig) -> Vec<crate::config::SwarmConfig> {
-        shrinker::Simplify::simplify_config(&crate::engine_target::simplify::EngineSimplify::default(), config)
+        shrinker::Simplify::simplify_config(&crate::engine_target::simplify::EngineSimplify, config)
     }
 }
