@@ -311,6 +311,11 @@ fn canary_flag(canary: Option<&str>) -> String {
 }
 
 /// `cargo run ... -p simulator` with the canaries feature when a canary is on.
+/// `--target NAME ` for a target other than the default, so a printed replay command replays the same target.
+fn target_flag(cli: &Cli) -> String {
+    if cli.target == "engine" { String::new() } else { format!("--target {} ", cli.target) }
+}
+
 fn cargo_run(canary: Option<&str>) -> &'static str {
     if canary.is_some() {
         "cargo run --release -p simulator --features canaries --"
@@ -389,7 +394,8 @@ fn single_mode<T: CliTarget>(cli: &Cli, seed: u64) -> u8 {
         return EXIT_BAD_INPUT;
     }
     let canary = options.canary.as_deref();
-    let command = format!("{} --seed {seed} --steps {}{}", cargo_run(canary), cli.steps, canary_flag(canary));
+    let command =
+        format!("{} {}--seed {seed} --steps {}{}", cargo_run(canary), target_flag(cli), cli.steps, canary_flag(canary));
     let code = report_run(&outcome, &command, cli.dot.as_deref());
     if cli.shrink && !outcome.passed() {
         return shrink_and_report::<T>(cli, &outcome.schedule, &options);
@@ -668,9 +674,16 @@ fn print_swarm_text(cli: &Cli, summary: &SwarmSummary, missing: &[String]) {
     }
     for failure in &summary.failures {
         println!(
-            "failed: seed={} step={} invariant={} kind={} replay: cargo run --release -p simulator -- --seed {} \
-             --steps {}",
-            failure.seed, failure.step, failure.invariant, failure.kind, failure.seed, cli.steps
+            "failed: seed={} step={} invariant={} kind={} replay: {} {}--seed {} --steps {}{}",
+            failure.seed,
+            failure.step,
+            failure.invariant,
+            failure.kind,
+            cargo_run(cli.canary.as_deref()),
+            target_flag(cli),
+            failure.seed,
+            cli.steps,
+            canary_flag(cli.canary.as_deref())
         );
     }
     if let Some(first) = summary.failures.first() {
