@@ -421,12 +421,26 @@ pub(crate) fn ensure_group_commit_task<E: Env>(inner: &Arc<Inner<E>>, state: &mu
 
 /// Step 2: sync the log once for every record appended so far (outside the lock), then acknowledge.
 fn group_commit_step<E: Env>(inner: &Arc<Inner<E>>) -> Result<bool> {
-    let (file, number, end) = {
+    {
         let mut state = inner.state();
         if state.pending_commits.is_empty() || state.poisoned.is_some() {
             state.group_commit_task = None;
             return Ok(false);
         }
+    }
+    sync_and_acknowledge(inner)?;
+    let mut state = inner.state();
+    let more = !state.pending_commits.is_empty();
+    if !more {
+        state.group_commit_task = None;
+    }
+    Ok(more)
+}
+
+/// One shared sync: capture the log's end, sync outside the lock, then acknowledge every commit now durable.
+fn sync_and_acknowledge<E: Env>(inner: &Arc<Inner<E>>) -> Result<()> {
+    let (file, number, end) = {
+        let state = inner.state();
         (state.wal.file_handle(), state.wal.number(), state.wal.end_offset())
     };
     let synced = file.sync();
@@ -435,18 +449,17 @@ fn group_commit_step<E: Env>(inner: &Arc<Inner<E>>) -> Result<bool> {
         Ok(()) => {}
         // Canary: a failed sync is treated as success.
         Err(_) if crate::canary::active("fsync-error-ignored") => {}
-        Err(error) => return Err(error.into()),
+        Err(error) => {
+            let error = Error::from(error);
+            inner.poison(&mut state, &error);
+            return Err(error);
+        }
     }
     if state.wal.number() == number {
         state.wal.mark_synced(end);
     }
     acknowledge(&mut state, false);
-    maybe_rotate(inner, &mut state)?;
-    let more = !state.pending_commits.is_empty();
-    if !more {
-        state.group_commit_task = None;
-    }
-    Ok(more)
+    maybe_rotate(inner, &mut state)
 }
 
 /// Sync the log inline and acknowledge what became durable: for a caller that waits anyway (a blind write), this
@@ -454,31 +467,14 @@ fn group_commit_step<E: Env>(inner: &Arc<Inner<E>>) -> Result<bool> {
 /// ordered under the lock, so every commit still becomes visible in sequence order (ADR-0021).
 pub(crate) fn sync_inline<E: Env>(inner: &Arc<Inner<E>>, ticket: &CommitTicket) -> Result<()> {
     for _ in 0..COMMIT_WAITS_MAX {
-        let (file, number, end) = {
+        {
             let state = inner.state();
             if ticket.last_sequence <= state.last_sequence {
                 return Ok(());
             }
             state.check_writable()?;
-            (state.wal.file_handle(), state.wal.number(), state.wal.end_offset())
-        };
-        let synced = file.sync();
-        let mut state = inner.state();
-        match synced {
-            Ok(()) => {}
-            // Canary: a failed sync is treated as success.
-            Err(_) if crate::canary::active("fsync-error-ignored") => {}
-            Err(error) => {
-                let error = Error::from(error);
-                inner.poison(&mut state, &error);
-                return Err(error);
-            }
         }
-        if state.wal.number() == number {
-            state.wal.mark_synced(end);
-        }
-        acknowledge(&mut state, false);
-        maybe_rotate(inner, &mut state)?;
+        sync_and_acknowledge(inner)?;
     }
     Err(Error::Closed { reason: format!("commit not acknowledged within {COMMIT_WAITS_MAX} syncs") })
 }
