@@ -54,6 +54,7 @@ pub fn bench_config() -> SwarmConfig {
         buggify: false,
         crash_at_io_k_max: 1,
         recovery_crash_k_max: 1,
+        fault_profile: None,
     };
     config.validate().expect("bench config is valid");
     config

@@ -142,6 +142,10 @@ pub struct SwarmConfig {
     pub crash_at_io_k_max: u64,
     /// `CrashDuringRecovery{k}` steps draw `k` from `1..=recovery_crash_k_max`.
     pub recovery_crash_k_max: u64,
+    /// The fault profile of a target that has profiles (the redb target: `assumed` or `beyond`, ADR-0038);
+    /// `faults` was built from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fault_profile: Option<String>,
 }
 
 /// Probabilistic fault kinds a swarm may turn on, with the largest ppm each may get.
@@ -173,6 +177,7 @@ impl SwarmConfig {
             buggify,
             crash_at_io_k_max: rng.range_inclusive(1, CRASH_AT_IO_K_MAX),
             recovery_crash_k_max: rng.range_inclusive(1, RECOVERY_CRASH_K_MAX),
+            fault_profile: None,
         };
         config.validate().expect("swarm generated an invalid configuration");
         config
@@ -214,12 +219,13 @@ impl SwarmConfig {
     }
 }
 
-/// The fault configuration of the liveness phase: no probabilistic faults, no quota, no BUGGIFY; the crash model
-/// (tearing odds) is kept.
+/// The fault configuration of the liveness phase: no probabilistic faults, no quota, no BUGGIFY, no garbage
+/// sectors; the crash model (tearing odds) and the keying of decisions are kept.
 pub fn healed_faults(faults: &FaultConfig) -> FaultConfig {
     FaultConfig {
         crash_write_kept_ppm: faults.crash_write_kept_ppm,
         crash_metadata_kept_ppm: faults.crash_metadata_kept_ppm,
+        keying: faults.keying,
         ..FaultConfig::none()
     }
 }
@@ -310,7 +316,8 @@ fn swarm_faults(rng: &mut DeterministicRng, buggify: bool) -> FaultConfig {
     faults
 }
 
-fn set_ppm(faults: &mut FaultConfig, kind: FaultKind, ppm: u32) {
+/// Set the probability of one probabilistic swarm fault kind.
+pub(crate) fn set_ppm(faults: &mut FaultConfig, kind: FaultKind, ppm: u32) {
     match kind {
         FaultKind::FsyncError => faults.fsync_error_ppm = ppm,
         FaultKind::WriteError => faults.write_error_ppm = ppm,
@@ -383,6 +390,10 @@ impl fmt::Display for SwarmConfig {
             self.faults.crash_write_kept_ppm,
             self.faults.crash_metadata_kept_ppm,
             if self.buggify { "on" } else { "off" }
-        )
+        )?;
+        if let Some(profile) = &self.fault_profile {
+            write!(f, "; fault_profile={profile} keying={:?}", self.faults.keying)?;
+        }
+        Ok(())
     }
 }

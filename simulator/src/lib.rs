@@ -14,6 +14,8 @@
 //! * [`runner`]: the generic step loop ([`run_target`], [`run_schedule_target`]) and [`Outcome`].
 //! * [`swarm`]: many seeds, one summary.
 //! * [`engine_target`]: the reference engine as a target, with its oracle and the per-fault weakening rules.
+//! * `redb_target` (feature `redb`): redb, a database nobody here wrote, on a `SimEnv` file through its
+//!   `StorageBackend` trait (ADR-0038).
 //! * [`bench`]: the fixed `--bench` schedule and its real-IO replay.
 //!
 //! # Use from your own tests
@@ -30,6 +32,8 @@ pub mod dsg;
 pub mod engine_target;
 #[cfg(feature = "arbitrary")]
 pub mod fuzzing;
+#[cfg(feature = "redb")]
+pub mod redb_target;
 pub mod runner;
 pub mod schedule;
 pub mod shrink;

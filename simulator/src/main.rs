@@ -37,6 +37,14 @@ const SEEDS_DIR_ENV_VAR: &str = "SIMULATOR_SEEDS_DIR";
 trait CliTarget: Target {
     /// Its shrinking simplifications (ADR-0030).
     type Simplifier: shrinker::Simplify<Step = Self::Step, Config = SwarmConfig> + Default;
+    /// Saved findings expect `fail`: the bug is in a system we do not maintain, so the seed pins the behaviour
+    /// (ADR-0038) instead of waiting for a fix that turns it green.
+    const FINDINGS_EXPECT_FAIL: bool = false;
+
+    /// The run's configuration as printed at its start.
+    fn describe(_seed: u64, config: &SwarmConfig) -> String {
+        config.to_string()
+    }
 }
 
 impl CliTarget for EngineTarget {
@@ -45,6 +53,23 @@ impl CliTarget for EngineTarget {
 
 impl CliTarget for TxnTarget {
     type Simplifier = simulator::txn_target::TxnSimplify;
+}
+
+#[cfg(feature = "redb")]
+impl CliTarget for simulator::redb_target::RedbTarget {
+    type Simplifier = simulator::redb_target::RedbSimplify;
+    const FINDINGS_EXPECT_FAIL: bool = true;
+
+    fn describe(seed: u64, config: &SwarmConfig) -> String {
+        // The engine's op weights and tuning mean nothing to redb: the plan's weights replace them.
+        let lines: Vec<String> = config
+            .to_string()
+            .lines()
+            .filter(|line| !line.starts_with("weights:") && !line.starts_with("tuning:"))
+            .map(str::to_string)
+            .collect();
+        format!("{}\n{}", lines.join("\n"), simulator::redb_target::RedbPlan::derive(seed, config))
+    }
 }
 
 /// holdfast's deterministic simulator: runs the engine on a simulated disk with seeded faults, crashes and
@@ -139,10 +164,18 @@ struct Cli {
     #[arg(long, value_name = "TEXT")]
     description: Option<String>,
 
-    /// The system under test: `engine` (single operations, crashes, faults; the default) or `txn` (several clients
-    /// in interleaved serializable and read-only transactions, checked for serializability every step).
-    #[arg(long, default_value = "engine", value_parser = ["engine", "txn"])]
+    /// The system under test: `engine` (single operations, crashes, faults; the default), `txn` (several clients
+    /// in interleaved serializable and read-only transactions, checked for serializability every step), or `redb`
+    /// (redb on the simulated disk through its StorageBackend; needs a build with `--features redb`).
+    #[arg(long, default_value = "engine", value_parser = ["engine", "txn", "redb"])]
     target: String,
+
+    /// Target `redb`: which faults the simulated disk may inject. `assumed` (the default): only what redb's
+    /// design document assumes of the media — crashes that keep, drop or tear unsynced writes, never touching bytes
+    /// outside a write; a failure is a finding. `beyond`: also garbage sectors, fsync/write/read errors, bit flips,
+    /// latent sectors, misdirected writes; failures characterise redb, they are not bugs.
+    #[arg(long, value_name = "PROFILE", value_parser = ["assumed", "beyond"])]
+    fault_profile: Option<String>,
 
     /// On a serializability failure (target `txn`), write the offending dependency cycle as a Graphviz DOT file.
     #[arg(long, value_name = "FILE")]
@@ -212,6 +245,8 @@ fn main() -> ExitCode {
     }
     let code = match cli.target.as_str() {
         "txn" => dispatch::<TxnTarget>(&cli),
+        #[cfg(feature = "redb")]
+        "redb" => dispatch::<simulator::redb_target::RedbTarget>(&cli),
         _ => dispatch::<EngineTarget>(&cli),
     };
     ExitCode::from(code)
@@ -251,6 +286,17 @@ fn check_flags(cli: &Cli) -> Result<(), String> {
     }
     if cli.shrink_budget == 0 {
         return Err("--shrink-budget must be at least 1".into());
+    }
+    if cli.fault_profile.is_some() && cli.target != "redb" {
+        return Err(format!("--fault-profile is for --target redb; target {} has no fault profiles", cli.target));
+    }
+    if cli.target == "redb" && !cfg!(feature = "redb") {
+        return Err("--target redb: this simulator was built without redb; build it with --features redb \
+                    (cargo run --release -p simulator --features redb -- --target redb ...)"
+            .into());
+    }
+    if cli.target == "redb" && cli.bench {
+        return Err("--bench runs the engine's fixed schedule; it takes no --target".into());
     }
     Ok(())
 }
@@ -301,6 +347,7 @@ fn run_options(cli: &Cli) -> RunOptions {
         steps: cli.steps,
         record_trace: cli.trace.is_some(),
         canary: cli.canary.clone(),
+        fault_profile: if cli.target == "redb" { cli.fault_profile.clone() } else { None },
         ..RunOptions::default()
     }
 }
@@ -311,16 +358,27 @@ fn canary_flag(canary: Option<&str>) -> String {
 }
 
 /// `cargo run ... -p simulator` with the canaries feature when a canary is on.
-/// `--target NAME ` for a target other than the default, so a printed replay command replays the same target.
+/// `--target NAME ` for a target other than the default (and its `--fault-profile`), so a printed replay command
+/// replays the same target.
 fn target_flag(cli: &Cli) -> String {
-    if cli.target == "engine" { String::new() } else { format!("--target {} ", cli.target) }
+    let profile = cli.fault_profile.as_ref().map(|profile| format!("--fault-profile {profile} ")).unwrap_or_default();
+    if cli.target == "engine" { String::new() } else { format!("--target {} {profile}", cli.target) }
 }
 
-fn cargo_run(canary: Option<&str>) -> &'static str {
+/// `cargo run ... -p simulator` with the features the command needs: `canaries` when a canary is on, `redb` for
+/// the redb target.
+fn cargo_run(cli: &Cli, canary: Option<&str>) -> String {
+    let mut features: Vec<&str> = Vec::new();
     if canary.is_some() {
-        "cargo run --release -p simulator --features canaries --"
+        features.push("canaries");
+    }
+    if cli.target == "redb" {
+        features.push("redb");
+    }
+    if features.is_empty() {
+        "cargo run --release -p simulator --".to_string()
     } else {
-        "cargo run --release -p simulator --"
+        format!("cargo run --release -p simulator --features {} --", features.join(","))
     }
 }
 
@@ -385,17 +443,22 @@ fn report_run<S>(outcome: &Outcome<S>, replay_command: &str, dot: Option<&Path>)
 }
 
 fn single_mode<T: CliTarget>(cli: &Cli, seed: u64) -> u8 {
-    let config = SwarmConfig::from_seed(seed);
-    println!("seed: {seed} (0x{seed:x}) target: {} steps: {}", T::NAME, cli.steps);
-    println!("{config}");
     let options = run_options(cli);
+    let config = T::swarm_config(seed, &options);
+    println!("seed: {seed} (0x{seed:x}) target: {} steps: {}", T::NAME, cli.steps);
+    println!("{}", T::describe(seed, &config));
     let outcome = run_target::<T>(seed, &options);
     if !write_outputs(cli, &outcome) {
         return EXIT_BAD_INPUT;
     }
     let canary = options.canary.as_deref();
-    let command =
-        format!("{} {}--seed {seed} --steps {}{}", cargo_run(canary), target_flag(cli), cli.steps, canary_flag(canary));
+    let command = format!(
+        "{} {}--seed {seed} --steps {}{}",
+        cargo_run(cli, canary),
+        target_flag(cli),
+        cli.steps,
+        canary_flag(canary)
+    );
     let code = report_run(&outcome, &command, cli.dot.as_deref());
     if cli.shrink && !outcome.passed() {
         return shrink_and_report::<T>(cli, &outcome.schedule, &options);
@@ -460,12 +523,13 @@ fn replay_mode<T: CliTarget>(cli: &Cli, path: &Path) -> u8 {
         schedule.steps.len(),
         canary_flag(canary)
     );
-    println!("{}", schedule.config);
+    println!("{}", T::describe(schedule.seed, &schedule.config));
     let outcome = run_schedule_target::<T>(&schedule, &options);
     if !write_outputs(cli, &outcome) {
         return EXIT_BAD_INPUT;
     }
-    let code = report_run(&outcome, &format!("{} --replay {}", cargo_run(canary), path.display()), cli.dot.as_deref());
+    let command = format!("{} {}--replay {}", cargo_run(cli, canary), target_flag(cli), path.display());
+    let code = report_run(&outcome, &command, cli.dot.as_deref());
     if cli.shrink && !outcome.passed() {
         return shrink_and_report::<T>(cli, &outcome.schedule, &options);
     }
@@ -609,9 +673,10 @@ fn save_seed<T: CliTarget>(
     canary: Option<&str>,
 ) -> Result<(), String> {
     let adr = cli.adr.clone().ok_or("--save needs --adr ADR-XXXX")?;
-    let expect = match canary {
-        Some(_) => corpus::Expectation::Fail(shrunk.signature.clone()),
-        None => corpus::Expectation::Pass,
+    let expect = if canary.is_some() || T::FINDINGS_EXPECT_FAIL {
+        corpus::Expectation::Fail(shrunk.signature.clone())
+    } else {
+        corpus::Expectation::Pass
     };
     let description = cli.description.clone().unwrap_or_else(|| {
         format!("{} found by seed {}, shrunk to {} steps", shrunk.signature, shrunk.schedule.seed, shrunk.steps_after)
@@ -630,17 +695,24 @@ fn save_seed<T: CliTarget>(
     };
     let text = seed.to_json();
     corpus::SeedFile::parse(Path::new(name), &text).map_err(|error| error.to_string())?;
-    let path = seeds_dir().join(format!("{name}.json"));
+    // Seeds of a target other than the engine live in their own directory (`seeds/redb/`, `seeds/txn/`).
+    let dir = if T::NAME == "engine" { seeds_dir() } else { seeds_dir().join(T::NAME) };
+    let path = dir.join(format!("{name}.json"));
     if let Some(parent) = path.parent() {
         RealEnv::new()
             .create_dir_all(parent)
             .map_err(|error| format!("cannot create {}: {error}", parent.display()))?;
     }
     write_file(&path, &text)?;
-    let features = if canary.is_some() { " --features canaries" } else { "" };
-    let test = name.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' });
+    let features = match (canary.is_some(), T::NAME == "redb") {
+        (true, _) => " --features canaries",
+        (false, true) => " --features redb",
+        (false, false) => "",
+    };
+    let relative = if T::NAME == "engine" { name.to_string() } else { format!("{}/{name}", T::NAME) };
+    let test = relative.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' });
     println!("saved: {}", path.display());
-    println!("replay: cargo run -p simulator{features} -- --replay seeds/{name}.json");
+    println!("replay: cargo run -p simulator{features} -- {}--replay seeds/{relative}.json", target_flag(cli));
     println!("test: cargo test -p corpus{features} seed_{}", test.collect::<String>());
     Ok(())
 }
@@ -679,7 +751,7 @@ fn print_swarm_text(cli: &Cli, summary: &SwarmSummary, missing: &[String]) {
             failure.step,
             failure.invariant,
             failure.kind,
-            cargo_run(cli.canary.as_deref()),
+            cargo_run(cli, cli.canary.as_deref()),
             target_flag(cli),
             failure.seed,
             cli.steps,

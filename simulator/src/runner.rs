@@ -33,6 +33,8 @@ pub struct RunOptions {
     pub config: Option<SwarmConfig>,
     /// Turn this planted bug on for the run (needs the `canaries` feature; ADR-0020).
     pub canary: Option<String>,
+    /// The fault profile of a target that has them (the redb target: `assumed`, `beyond`; ADR-0038).
+    pub fault_profile: Option<String>,
 }
 
 impl Default for RunOptions {
@@ -44,6 +46,7 @@ impl Default for RunOptions {
             record_trace: false,
             config: None,
             canary: None,
+            fault_profile: None,
         }
     }
 }
@@ -122,7 +125,7 @@ impl<S> Outcome<S> {
 /// Run `seed` against target `T`: generate steps from the seed's workload stream and apply them.
 pub fn run_target<T: Target>(seed: u64, options: &RunOptions) -> Outcome<T::Step> {
     assert!(options.steps <= STEPS_MAX, "{} steps is above STEPS_MAX", options.steps);
-    let config = options.config.clone().unwrap_or_else(|| SwarmConfig::from_seed(seed));
+    let config = options.config.clone().unwrap_or_else(|| T::swarm_config(seed, options));
     execute::<T>(Schedule::new(T::NAME, seed, config), None, options)
 }
 

@@ -5,7 +5,6 @@ use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::SwarmConfig;
 use crate::runner::{Failure, Outcome, RunOptions, run_target};
 use crate::target::{Coverage, Target};
 
@@ -83,7 +82,7 @@ pub fn run_swarm<T: Target>(options: &SwarmOptions, mut on_outcome: impl FnMut(&
     let mut summary = SwarmSummary::default();
     for seed in options.shard_seeds() {
         let outcome = run_target::<T>(seed, &options.run);
-        let config = options.run.config.clone().unwrap_or_else(|| SwarmConfig::from_seed(seed));
+        let config = options.run.config.clone().unwrap_or_else(|| T::swarm_config(seed, &options.run));
         summary.add(&outcome, T::required_coverage(&config));
         on_outcome(&outcome);
         if options.stop_on_failure && !outcome.passed() {

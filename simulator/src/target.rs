@@ -12,6 +12,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::config::SwarmConfig;
+use crate::runner::RunOptions;
 
 /// A value that folds itself into a run's digest. Must be stable across processes and machines: write integers
 /// and bytes explicitly, never through `derive(Hash)` of types whose layout may change.
@@ -151,4 +152,11 @@ pub trait Target: Sized {
 
     /// Counters that a swarm containing this configuration must see above zero (`--require-coverage`).
     fn required_coverage(config: &SwarmConfig) -> Vec<String>;
+
+    /// The configuration a generated run of `seed` uses (when `options.config` does not override it). Targets with
+    /// fault profiles read `options.fault_profile`.
+    fn swarm_config(seed: u64, options: &RunOptions) -> SwarmConfig {
+        assert!(options.fault_profile.is_none(), "target {} has no fault profiles", Self::NAME);
+        SwarmConfig::from_seed(seed)
+    }
 }

@@ -62,6 +62,8 @@ pub(crate) trait CrashDecisions {
     fn write_fate(&mut self, key: u64) -> WriteFate;
     fn keep_sector(&mut self, key: u64, sector: u64) -> bool;
     fn keep_set_len(&mut self, key: u64) -> bool;
+    /// For a dropped sector of a torn write: `Some(fill)` turns the whole sector into garbage made from `fill`.
+    fn garble_sector(&mut self, key: u64, sector: u64) -> Option<u64>;
 }
 
 /// What a crash did, for the fault log.
@@ -70,6 +72,8 @@ pub(crate) struct CrashEffects {
     pub(crate) meta_dropped: Vec<PathBuf>,
     pub(crate) writes_dropped: Vec<(InodeId, u64)>,
     pub(crate) writes_torn: Vec<(InodeId, u64)>,
+    /// (inode, sector offset) of each sector a torn write left as garbage.
+    pub(crate) sectors_garbled: Vec<(InodeId, u64)>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -260,9 +264,14 @@ fn crash_inode(id: InodeId, inode: &mut Inode, decisions: &mut dyn CrashDecision
                 WriteFate::Dropped => effects.writes_dropped.push((id, offset)),
                 WriteFate::Torn => {
                     effects.writes_torn.push((id, offset));
-                    for (sector_offset, piece) in sector_pieces(offset, &data) {
-                        if decisions.keep_sector(key, sector_offset / SECTOR_SIZE_BYTES) {
-                            write_into(&mut image, sector_offset, piece);
+                    for (piece_offset, piece) in sector_pieces(offset, &data) {
+                        let sector = piece_offset / SECTOR_SIZE_BYTES;
+                        if decisions.keep_sector(key, sector) {
+                            write_into(&mut image, piece_offset, piece);
+                        } else if let Some(fill) = decisions.garble_sector(key, sector) {
+                            let piece_end = piece_offset + piece.len() as u64;
+                            garble_sector(&mut image, sector, piece_end, fill);
+                            effects.sectors_garbled.push((id, sector * SECTOR_SIZE_BYTES));
                         }
                     }
                 }
@@ -276,6 +285,28 @@ fn crash_inode(id: InodeId, inode: &mut Inode, decisions: &mut dyn CrashDecision
     }
     inode.current = image.clone();
     inode.durable = image;
+}
+
+/// Fill sector `sector` of `image` with garbage from `fill`: the whole sector as far as the image reaches, and at
+/// least up to `piece_end` (the end of the write that tore there). Bytes outside the write change too.
+fn garble_sector(image: &mut Vec<u8>, sector: u64, piece_end: u64, fill: u64) {
+    let start = usize::try_from(sector * SECTOR_SIZE_BYTES).expect("offset fits in memory");
+    let piece_end = usize::try_from(piece_end).expect("offset fits in memory");
+    assert!(piece_end > start, "the torn piece lies inside its sector");
+    let sector_end = start + usize::try_from(SECTOR_SIZE_BYTES).expect("sector fits");
+    if image.len() < piece_end {
+        image.resize(piece_end, 0);
+    }
+    let end = sector_end.min(image.len());
+    let mut state = fill | 1;
+    for byte in &mut image[start..end] {
+        // xorshift64: cheap, deterministic garbage.
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        *byte = (state >> 24) as u8;
+    }
+    debug_assert!(image.len() >= piece_end);
 }
 
 /// Split a write at absolute sector boundaries: (offset, bytes) for each sector it touches.

@@ -43,11 +43,15 @@ pub enum FaultKind {
     ExplicitWriteError,
     /// An explicit fault step: bits of a durable sector flipped.
     ExplicitCorruption,
+    /// A crash left a sector of a torn write full of garbage — neither its old nor its new bytes, and the bytes
+    /// of that sector *outside* the written range too (breaks "powersafe overwrite"; ADR-0039). Only with
+    /// `crash_torn_garbage_ppm > 0`. Declared last: a kind's key is its position (never reorder).
+    CrashGarbledSector,
 }
 
 impl FaultKind {
     /// Every kind, in a fixed order.
-    pub const ALL: [FaultKind; 16] = [
+    pub const ALL: [FaultKind; 17] = [
         FaultKind::FsyncError,
         FaultKind::WriteError,
         FaultKind::ShortWrite,
@@ -64,13 +68,20 @@ impl FaultKind {
         FaultKind::ExplicitSyncError,
         FaultKind::ExplicitWriteError,
         FaultKind::ExplicitCorruption,
+        FaultKind::CrashGarbledSector,
     ];
 
     /// True when the fault can destroy or hide data that was already durable (the simulator weakens durability
     /// for it, ADR-0010). A failed sync is not one: it loses only unsynced data, which nobody may have been told
     /// is durable.
     pub fn destroys_data(self) -> bool {
-        matches!(self, FaultKind::LatentSector | FaultKind::MisdirectedWrite | FaultKind::ExplicitCorruption)
+        matches!(
+            self,
+            FaultKind::LatentSector
+                | FaultKind::MisdirectedWrite
+                | FaultKind::ExplicitCorruption
+                | FaultKind::CrashGarbledSector
+        )
     }
 
     /// A short stable name.
@@ -92,6 +103,7 @@ impl FaultKind {
             FaultKind::ExplicitSyncError => "explicit_sync_error",
             FaultKind::ExplicitWriteError => "explicit_write_error",
             FaultKind::ExplicitCorruption => "explicit_corruption",
+            FaultKind::CrashGarbledSector => "crash_garbled_sector",
         }
     }
 
@@ -122,6 +134,20 @@ pub enum ExplicitFault {
     FlipBit { path: PathBuf, offset: u64 },
 }
 
+/// What a fault decision on file data is keyed by, besides the seed, the file's path and the fault kind (ADR-0039).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultKeying {
+    /// The file's operation index (its n-th read, write, sync or `set_len`): removing an unrelated step changes
+    /// no decision, but reordering two writes to one file swaps their fates.
+    #[default]
+    OperationIndex,
+    /// The operation's offset (its length for `set_len`) and the file's sync epoch (how many syncs it has had):
+    /// a system that issues the same writes between two syncs in a different order gets the same faults and the
+    /// same crash image.
+    OffsetSyncEpoch,
+}
+
 /// Probabilities of every fault, in parts per million. All off by default.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -143,6 +169,11 @@ pub struct FaultConfig {
     pub crash_write_kept_ppm: u32,
     /// At a crash: the chance a pending metadata operation survives.
     pub crash_metadata_kept_ppm: u32,
+    /// At a crash: the chance a dropped sector of a torn write becomes garbage instead of keeping its old bytes
+    /// (whole sector, beyond the written range: [`FaultKind::CrashGarbledSector`]).
+    pub crash_torn_garbage_ppm: u32,
+    /// What fault and crash decisions on file data are keyed by.
+    pub keying: FaultKeying,
     /// The chance a BUGGIFY site is enabled for the run.
     pub buggify_site_ppm: u32,
     /// The chance an enabled BUGGIFY site fires each time it is reached.
@@ -166,6 +197,8 @@ impl Default for FaultConfig {
             disk_quota_bytes: None,
             crash_write_kept_ppm: 333_333,
             crash_metadata_kept_ppm: 500_000,
+            crash_torn_garbage_ppm: 0,
+            keying: FaultKeying::OperationIndex,
             buggify_site_ppm: 0,
             buggify_fire_ppm: 0,
         }
@@ -190,6 +223,7 @@ impl FaultConfig {
             FaultKind::MisdirectedWrite => self.misdirected_write_ppm,
             FaultKind::Latency => self.latency_ppm,
             FaultKind::ClockJump => self.clock_jump_ppm,
+            FaultKind::CrashGarbledSector => self.crash_torn_garbage_ppm,
             _ => 0,
         }
     }
@@ -211,6 +245,8 @@ pub(crate) mod tag {
     pub const BUGGIFY_FIRE: u64 = 0x4255_4746;
     pub const CLOCK: u64 = 0x434c_4f43;
     pub const DETAIL: u64 = 0x4445_5441;
+    pub const CRASH_GARBLE: u64 = 0x4741_5242;
+    pub const OFFSET_EPOCH: u64 = 0x4f46_4550;
 }
 
 /// Does fault `kind` fire on operation `op_index` of the file whose path hashes to `path_hash`? A pure function

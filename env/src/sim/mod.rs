@@ -16,7 +16,7 @@ use std::thread::ThreadId;
 use std::time::Duration;
 
 use self::disk::{CrashDecisions, Disk, InodeId, Node, PendingData, WriteFate, is_root, parent_of, write_into};
-pub use self::faults::{ExplicitFault, FaultConfig, FaultKind, FaultRecord};
+pub use self::faults::{ExplicitFault, FaultConfig, FaultKeying, FaultKind, FaultRecord};
 use self::faults::{detail, fires, tag};
 use crate::random::{DeterministicRng, StableHasher, chance_ppm, hash_bytes, keyed};
 use crate::{Env, Error, File, Op, OpenOptions, Result, SECTOR_SIZE_BYTES, Task, TaskHandle, TaskStep};
@@ -53,7 +53,12 @@ struct TaskSlot {
 struct PathInfo {
     hash: u64,
     operations: u64,
+    /// Syncs of this path so far (its sync epoch, for [`FaultKeying::OffsetSyncEpoch`]).
+    syncs: u64,
 }
+
+/// The offset a sync is keyed at under [`FaultKeying::OffsetSyncEpoch`] (no read or write can start there).
+const SYNC_KEY_OFFSET: u64 = u64::MAX;
 
 struct World {
     seed: u64,
@@ -435,6 +440,11 @@ impl CrashDecisions for KeyedCrash<'_> {
     fn keep_set_len(&mut self, key: u64) -> bool {
         keyed(&[self.seed, tag::CRASH_SET_LEN, self.crash, key]) & 1 == 0
     }
+
+    fn garble_sector(&mut self, key: u64, sector: u64) -> Option<u64> {
+        let value = keyed(&[self.seed, tag::CRASH_GARBLE, self.crash, key, sector]);
+        chance_ppm(self.config.crash_torn_garbage_ppm, value).then(|| keyed(&[value, tag::DETAIL]))
+    }
 }
 
 impl World {
@@ -484,9 +494,11 @@ impl World {
         for path in &effects.meta_dropped {
             self.log_fault(FaultKind::CrashDroppedMetadata, path, 0);
         }
-        for (kind, list) in
-            [(FaultKind::CrashDroppedWrite, &effects.writes_dropped), (FaultKind::CrashTornWrite, &effects.writes_torn)]
-        {
+        for (kind, list) in [
+            (FaultKind::CrashDroppedWrite, &effects.writes_dropped),
+            (FaultKind::CrashTornWrite, &effects.writes_torn),
+            (FaultKind::CrashGarbledSector, &effects.sectors_garbled),
+        ] {
             for (inode, offset) in list {
                 let path = names.get(inode).cloned().unwrap_or_else(|| PathBuf::from("<unnamed>"));
                 self.log_fault(kind, &path, *offset);
@@ -506,7 +518,7 @@ impl World {
             return id;
         }
         let id = self.paths.len();
-        self.paths.push(PathInfo { hash: hash_bytes(path.as_os_str().as_encoded_bytes()), operations: 0 });
+        self.paths.push(PathInfo { hash: hash_bytes(path.as_os_str().as_encoded_bytes()), operations: 0, syncs: 0 });
         self.path_ids.insert(path.to_path_buf(), id);
         id
     }
@@ -517,6 +529,29 @@ impl World {
         let index = info.operations;
         info.operations += 1;
         (info.hash, index)
+    }
+
+    /// The keys of a fault decision on a file's data (ADR-0039): its path hash, and either the file's next operation
+    /// index or (offset, sync epoch), by the configured [`FaultKeying`]. `set_len` passes `is_set_len` so that it
+    /// never shares a key with a write at the same offset.
+    fn data_key(&mut self, path_id: usize, offset: u64, is_set_len: bool) -> (u64, u64) {
+        let (path_hash, op_index) = self.next_operation(path_id);
+        match self.config.keying {
+            FaultKeying::OperationIndex => (path_hash, op_index),
+            FaultKeying::OffsetSyncEpoch => {
+                let syncs = self.paths[path_id].syncs;
+                (path_hash, keyed(&[tag::OFFSET_EPOCH, u64::from(is_set_len), offset, syncs]))
+            }
+        }
+    }
+
+    /// The keys of a sync, then the file's sync epoch advances (whether the sync succeeds or not).
+    fn sync_key(&mut self, path_id: usize) -> (u64, u64) {
+        let key = self.data_key(path_id, SYNC_KEY_OFFSET, false);
+        let info = &mut self.paths[path_id];
+        info.syncs += 1;
+        debug_assert!(info.syncs <= info.operations, "more syncs than operations");
+        key
     }
 
     /// The stable key of a metadata operation on `path`: its path and that path's operation index, so removing
@@ -624,7 +659,7 @@ impl File for SimFile {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
         let mut world = self.lock();
         world.begin_io(Op::Read, &self.path, Some(self.epoch))?;
-        let (path_hash, op_index) = world.next_operation(self.path_id);
+        let (path_hash, op_index) = world.data_key(self.path_id, offset, false);
         world.maybe_latency(&self.path, path_hash, op_index);
         if world.fires(FaultKind::ReadError, path_hash, op_index) {
             world.log_fault(FaultKind::ReadError, &self.path, offset);
@@ -659,7 +694,7 @@ impl File for SimFile {
                 message: "handle opened read-only".into(),
             });
         }
-        let (path_hash, op_index) = world.next_operation(self.path_id);
+        let (path_hash, op_index) = world.data_key(self.path_id, offset, false);
         world.maybe_latency(&self.path, path_hash, op_index);
         if world.fail_next_write.remove(&self.path) {
             world.log_fault(FaultKind::ExplicitWriteError, &self.path, offset);
@@ -715,7 +750,7 @@ impl File for SimFile {
     fn sync(&self) -> Result<()> {
         let mut world = self.lock();
         world.begin_io(Op::Sync, &self.path, Some(self.epoch))?;
-        let (path_hash, op_index) = world.next_operation(self.path_id);
+        let (path_hash, op_index) = world.sync_key(self.path_id);
         world.maybe_latency(&self.path, path_hash, op_index);
         let explicit = world.fail_next_sync.remove(&self.path);
         if explicit || world.fires(FaultKind::FsyncError, path_hash, op_index) {
@@ -758,7 +793,7 @@ impl File for SimFile {
                 message: "handle opened read-only".into(),
             });
         }
-        let (path_hash, op_index) = world.next_operation(self.path_id);
+        let (path_hash, op_index) = world.data_key(self.path_id, len_bytes, true);
         let current_len = world.disk.inodes[&self.inode].current.len() as u64;
         if let Some(quota) = world.config.disk_quota_bytes
             && len_bytes > current_len

@@ -123,7 +123,7 @@ impl EngineSimplify {
 /// For each probabilistic fault of `faults` that is on, a copy with only that one off; then one with it certain.
 fn faults_off(faults: &FaultConfig) -> Vec<FaultConfig> {
     type Field = fn(&mut FaultConfig) -> &mut u32;
-    let fields: [Field; 9] = [
+    let fields: [Field; 10] = [
         |f| &mut f.fsync_error_ppm,
         |f| &mut f.write_error_ppm,
         |f| &mut f.short_write_ppm,
@@ -133,6 +133,7 @@ fn faults_off(faults: &FaultConfig) -> Vec<FaultConfig> {
         |f| &mut f.misdirected_write_ppm,
         |f| &mut f.latency_ppm,
         |f| &mut f.clock_jump_ppm,
+        |f| &mut f.crash_torn_garbage_ppm,
     ];
     let mut off = Vec::new();
     let mut certain = Vec::new();
