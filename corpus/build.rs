@@ -30,7 +30,10 @@ fn main() {
     println!("cargo:rerun-if-changed={}", root.display());
     let mut files = Vec::new();
     seed_files(&root, &mut files);
-    let features = [("canaries", std::env::var_os("CARGO_FEATURE_CANARIES").is_some()), ("redb", false)];
+    let features = [
+        ("canaries", std::env::var_os("CARGO_FEATURE_CANARIES").is_some()),
+        ("redb", std::env::var_os("CARGO_FEATURE_REDB").is_some()),
+    ];
     let mut out = String::new();
     for file in &files {
         println!("cargo:rerun-if-changed={}", file.display());

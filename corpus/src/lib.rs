@@ -27,6 +27,8 @@ use serde::{Deserialize, Serialize};
 
 /// The seed-file format this code reads and writes.
 pub const FORMAT_VERSION: u32 = 1;
+/// The targets a seed file may name (the simulator's `--target` values).
+pub const TARGETS: [&str; 3] = ["engine", "txn", "redb"];
 /// A seed file larger than this is refused (a schedule that large was not shrunk).
 pub const FILE_SIZE_BYTES_MAX: usize = 16 * 1024 * 1024;
 
@@ -60,7 +62,7 @@ pub enum Expectation {
 pub struct SeedFile {
     pub format_version: u32,
     pub name: String,
-    /// The system under test: `engine`, or `redb` (behind the simulator's `redb` feature).
+    /// The system under test: `engine`, `txn`, or `redb` (behind the simulator's `redb` feature).
     pub target: String,
     pub seed: u64,
     /// The canary the replay turns on (needs the `canaries` feature), if any.
@@ -162,8 +164,8 @@ impl SeedFile {
         if !name_ok {
             return Err(("name", format!("{:?} must be non-empty [A-Za-z0-9_/-]", self.name)));
         }
-        if !["engine", "redb"].contains(&self.target.as_str()) {
-            return Err(("target", format!("unknown target {:?} (engine, redb)", self.target)));
+        if !TARGETS.contains(&self.target.as_str()) {
+            return Err(("target", format!("unknown target {:?} ({})", self.target, TARGETS.join(", "))));
         }
         if !self.adr.starts_with("ADR-") {
             return Err(("adr", format!("{:?} must name an ADR like ADR-0020", self.adr)));

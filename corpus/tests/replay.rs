@@ -5,7 +5,7 @@ use std::path::Path;
 
 use corpus::{Expectation, SeedFile, Signature};
 use env::{Env, File, OpenOptions, RealEnv};
-use simulator::{RunOptions, Schedule, engine_target};
+use simulator::{RunOptions, Schedule, Target};
 
 fn read(path: &str) -> SeedFile {
     let env = RealEnv::new();
@@ -20,22 +20,32 @@ fn parse_only(path: &str) {
     assert!(seed.required_feature().is_some(), "{} needs no feature but was skipped", seed.name);
 }
 
-fn replay_file(path: &str, snapshot: &str) {
-    let seed = read(path);
-    assert_eq!(seed.target, "engine", "{}: only the engine target is built here", seed.name);
+/// Replay a seed's schedule against target `T`: its failure signature (if any) and its digest.
+fn replay_as<T: Target>(seed: &SeedFile, path: &str) -> (Option<Signature>, Option<String>, String) {
     let schedule_text = serde_json::to_string(&seed.schedule).expect("schedule serializes");
-    let schedule = Schedule::<engine_target::Step>::from_json(&schedule_text, "engine")
+    let schedule = Schedule::<T::Step>::from_json(&schedule_text, T::NAME)
         .unwrap_or_else(|error| panic!("{path}: field `schedule`: {error}"));
     let options = RunOptions { canary: seed.canary.clone(), ..RunOptions::default() };
-    let outcome = simulator::run_schedule(&schedule, &options);
+    let outcome = simulator::run_schedule_target::<T>(&schedule, &options);
+    let report = outcome.failure.as_ref().map(simulator::Failure::report);
     let got = outcome.failure.as_ref().map(|f| Signature { invariant: f.invariant.clone(), kind: f.kind.to_string() });
+    (got, report, outcome.digest_hex())
+}
+
+fn replay_file(path: &str, snapshot: &str) {
+    let seed = read(path);
+    let (got, report, digest) = match seed.target.as_str() {
+        "engine" => replay_as::<simulator::EngineTarget>(&seed, path),
+        "txn" => replay_as::<simulator::txn_target::TxnTarget>(&seed, path),
+        #[cfg(feature = "redb")]
+        "redb" => replay_as::<simulator::redb_target::RedbTarget>(&seed, path),
+        other => panic!("{}: target {other} is not built here (build.rs should have skipped it)", seed.name),
+    };
     match &seed.expect {
-        Expectation::Pass => {
-            assert!(got.is_none(), "{}: expected pass, got {}", seed.name, outcome.failure.unwrap().report())
-        }
+        Expectation::Pass => assert!(got.is_none(), "{}: expected pass, got {}", seed.name, report.unwrap_or_default()),
         Expectation::Fail(signature) => assert_eq!(got.as_ref(), Some(signature), "{}: wrong outcome", seed.name),
     }
-    insta::assert_snapshot!(snapshot, outcome.digest_hex());
+    insta::assert_snapshot!(snapshot, digest);
 }
 
 include!(concat!(env!("OUT_DIR"), "/seed_tests.rs"));

@@ -101,6 +101,12 @@ struct Cli {
     #[arg(long)]
     stop_on_failure: bool,
 
+    /// Swarm: run each seed in a child process, so that a seed that aborts the whole process (a panic inside a
+    /// destructor while unwinding, which redb does after some corrupt reads) is reported as a failure of that seed
+    /// (`no_abort`) instead of ending the swarm. On by default for `--target redb --fault-profile beyond`.
+    #[arg(long)]
+    isolate: bool,
+
     /// Swarm: run only this shard, I/N: seed s runs in shard s mod N.
     #[arg(long, value_name = "I/N", value_parser = parse_shard)]
     shard: Option<(u64, u64)>,
@@ -240,6 +246,7 @@ impl Mode {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    simulator::runner::install_panic_hook();
     if let Err(error) = check_flags(&cli) {
         return ExitCode::from(bad_input(&error));
     }
@@ -568,6 +575,15 @@ fn progress_bar(seeds: u64) -> ProgressBar {
     bar
 }
 
+/// Print a line above the progress bar (or plainly when the bar is hidden, e.g. output to a file).
+fn print_line(bar: &ProgressBar, line: String) {
+    if bar.is_hidden() {
+        println!("{line}");
+    } else {
+        bar.println(line);
+    }
+}
+
 fn swarm_mode<T: CliTarget>(cli: &Cli, seeds: Range<u64>) -> u8 {
     let options = SwarmOptions { seeds, shard: cli.shard, stop_on_failure: cli.stop_on_failure, run: run_options(cli) };
     let seeds_total = options.shard_seeds().count() as u64;
@@ -575,22 +591,32 @@ fn swarm_mode<T: CliTarget>(cli: &Cli, seeds: Range<u64>) -> u8 {
     let mut failures = 0u64;
     let mut digests = StableHasher::new();
     let mut first_failing: Option<Schedule<T::Step>> = None;
-    let summary = run_swarm::<T>(&options, |outcome| {
-        digests.write_u64(outcome.seed);
-        digests.write_u64(outcome.digest);
-        if let Some(failure) = &outcome.failure {
-            failures += 1;
-            if first_failing.is_none() {
-                first_failing = Some(outcome.schedule.clone());
-            }
-            bar.println(format!(
-                "FAIL seed={} step={} invariant={} ({})",
-                failure.seed, failure.step, failure.invariant, failure.kind
-            ));
-        }
+    let mut on_failure = |failure: &simulator::Failure, bar: &ProgressBar| {
+        failures += 1;
+        print_line(
+            bar,
+            format!("FAIL seed={} step={} invariant={} ({})", failure.seed, failure.step, failure.invariant, failure.kind),
+        );
         bar.set_message(format!("{failures} failed"));
-        bar.inc(1);
-    });
+    };
+    // A one-seed swarm gains nothing from a child process (and each child is one).
+    let isolate = seeds_total > 1
+        && (cli.isolate || (cli.target == "redb" && cli.fault_profile.as_deref() == Some("beyond")));
+    let summary = if isolate {
+        isolated_swarm::<T>(cli, &options, &bar, &mut digests, |failure| on_failure(failure, &bar))
+    } else {
+        run_swarm::<T>(&options, |outcome| {
+            digests.write_u64(outcome.seed);
+            digests.write_u64(outcome.digest);
+            if let Some(failure) = &outcome.failure {
+                if first_failing.is_none() {
+                    first_failing = Some(outcome.schedule.clone());
+                }
+                on_failure(failure, &bar);
+            }
+            bar.inc(1);
+        })
+    };
     bar.finish_and_clear();
     let digest = digests.finish();
     let missing = summary.missing_coverage();
@@ -607,7 +633,86 @@ fn swarm_mode<T: CliTarget>(cli: &Cli, seeds: Range<u64>) -> u8 {
     {
         return shrink_and_report::<T>(cli, schedule, &options.run);
     }
+    if cli.shrink && isolate && !summary.failures.is_empty() {
+        println!("shrink: an isolated swarm does not keep schedules; shrink one seed with --seed N --shrink");
+    }
     code
+}
+
+/// The most bytes of a child's stderr a `no_abort` failure quotes.
+const CHILD_STDERR_BYTES_MAX: usize = 2000;
+
+/// Run each seed of the swarm as `simulator --seeds N..N+1 --json` in a child process and merge the summaries.
+/// A child that does not exit 0 or 1 with a summary (it aborted) becomes a `no_abort` failure of its seed.
+fn isolated_swarm<T: CliTarget>(
+    cli: &Cli,
+    options: &SwarmOptions,
+    bar: &ProgressBar,
+    digests: &mut StableHasher,
+    mut on_failure: impl FnMut(&simulator::Failure),
+) -> SwarmSummary {
+    let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("simulator"));
+    let mut summary = SwarmSummary::default();
+    for seed in options.shard_seeds() {
+        let mut command = std::process::Command::new(&exe);
+        command.args(["--target", &cli.target, "--seeds", &format!("{seed}..{}", seed + 1), "--json"]);
+        command.args(["--steps", &cli.steps.to_string()]);
+        if let Some(profile) = &cli.fault_profile {
+            command.args(["--fault-profile", profile]);
+        }
+        if let Some(canary) = &cli.canary {
+            command.args(["--canary", canary]);
+        }
+        command.env(simulator::runner::PANIC_VERBOSE_ENV_VAR, "1");
+        let child = child_summary::<T>(seed, &options.run, command.output());
+        digests.write_u64(seed);
+        digests.write_u64(child.1);
+        for failure in &child.0.failures {
+            on_failure(failure);
+        }
+        summary.merge(&child.0);
+        bar.inc(1);
+        if options.stop_on_failure && !child.0.failures.is_empty() {
+            break;
+        }
+    }
+    summary
+}
+
+/// The summary (and digest) a child printed, or a `no_abort` failure when it printed none.
+fn child_summary<T: CliTarget>(
+    seed: u64,
+    run: &RunOptions,
+    output: std::io::Result<std::process::Output>,
+) -> (SwarmSummary, u64) {
+    let (status, stdout, stderr) = match output {
+        Ok(output) => (format!("{}", output.status), output.stdout, output.stderr),
+        Err(error) => (format!("could not start: {error}"), Vec::new(), Vec::new()),
+    };
+    let text = String::from_utf8_lossy(&stdout);
+    let parsed = text.lines().last().and_then(|line| serde_json::from_str::<serde_json::Value>(line).ok());
+    if let Some(value) = parsed
+        && let Ok(summary) = serde_json::from_value::<SwarmSummary>(value.clone())
+    {
+        let digest = value.get("digest").and_then(|digest| digest.as_str()).unwrap_or("0");
+        return (summary, u64::from_str_radix(digest, 16).unwrap_or(0));
+    }
+    let stderr = String::from_utf8_lossy(&stderr);
+    let tail: String = stderr.chars().rev().take(CHILD_STDERR_BYTES_MAX).collect::<Vec<char>>().into_iter().rev().collect();
+    let failure = simulator::Failure {
+        seed,
+        step: 0,
+        phase: "process".into(),
+        invariant: "no_abort".into(),
+        kind: simulator::FailureKind::Panic,
+        expected: "the run returns (exit 0 or 1 with a summary)".into(),
+        actual: format!("{status}; stderr ends: {}", tail.trim()),
+        last_steps: Vec::new(),
+    };
+    let mut summary = SwarmSummary { seeds_run: 1, failures: vec![failure], ..SwarmSummary::default() };
+    let config = run.config.clone().unwrap_or_else(|| T::swarm_config(seed, run));
+    summary.required.extend(T::required_coverage(&config));
+    (summary, 0)
 }
 
 /// Shrink a failing schedule, print the minimal one and its confirming replay, and save it with `--save`.

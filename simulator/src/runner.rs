@@ -222,16 +222,42 @@ impl<T: Target> Recorder<T> {
     }
 }
 
-/// Run `f`, turning a panic into a [`FailureKind::Panic`] violation.
+/// Set this environment variable to have [`install_panic_hook`] print every panic as it happens (one line each).
+pub const PANIC_VERBOSE_ENV_VAR: &str = "SIMULATOR_PANIC_VERBOSE";
+
+thread_local! {
+    /// Where the last panic on this thread happened (`file:line`), recorded by [`install_panic_hook`].
+    static LAST_PANIC_LOCATION: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Record every panic's location for the failure report instead of printing the default message and backtrace:
+/// a run that panics is reported as a [`FailureKind::Panic`] violation with its message and that location
+/// (`SIMULATOR_PANIC_VERBOSE=1` prints each panic too).
+/// For the command line; tests keep the default hook.
+pub fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        let location = info.location().map(|location| format!("{}:{}", location.file(), location.line()));
+        if std::env::var_os(PANIC_VERBOSE_ENV_VAR).is_some() {
+            eprintln!("simulator: panic at {}: {info}", location.as_deref().unwrap_or("<unknown>"));
+        }
+        LAST_PANIC_LOCATION.with(|slot| slot.borrow_mut().clone_from(&location));
+    }));
+}
+
+/// Run `f`, turning a panic into a [`FailureKind::Panic`] violation (with its location when the hook recorded it).
 fn guarded<R>(what: &str, f: impl FnOnce() -> Result<R, Violation>) -> Result<R, Violation> {
+    LAST_PANIC_LOCATION.with(|slot| slot.borrow_mut().take());
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(result) => result,
         Err(payload) => {
-            let message = payload
+            let mut message = payload
                 .downcast_ref::<&str>()
                 .map(|text| (*text).to_string())
                 .or_else(|| payload.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "<non-string panic payload>".to_string());
+            if let Some(location) = LAST_PANIC_LOCATION.with(|slot| slot.borrow_mut().take()) {
+                message = format!("{message} (at {location})");
+            }
             Err(Violation::new(format!("no_panic_{what}"), FailureKind::Panic, "no panic", message))
         }
     }
@@ -321,10 +347,21 @@ fn execute<T: Target>(
             }
             finish_outcome::<T>(&mut recorder, &env, panicked, failure.is_some());
             let coverage = if panicked { Coverage::default() } else { target.coverage() };
+            dispose(target, panicked);
             return outcome(recorder, schedule, failure, coverage, steps_run);
         }
     }
     outcome(recorder, schedule, failure, Coverage::default(), steps_run)
+}
+
+/// Drop the target. After a panic its system may be poisoned and panic again when dropped (redb does): it is
+/// leaked instead (memory only; the world is discarded with it). Otherwise a panic while dropping is contained.
+fn dispose<T>(target: T, panicked: bool) {
+    if panicked {
+        std::mem::forget(target);
+        return;
+    }
+    let _ = catch_unwind(AssertUnwindSafe(move || drop(target)));
 }
 
 /// Fold the final disk image into the digest (unless a panic may have poisoned the world).

@@ -142,9 +142,10 @@ pub enum FaultKeying {
     /// no decision, but reordering two writes to one file swaps their fates.
     #[default]
     OperationIndex,
-    /// The operation's offset (its length for `set_len`) and the file's sync epoch (how many syncs it has had):
-    /// a system that issues the same writes between two syncs in a different order gets the same faults and the
-    /// same crash image.
+    /// The operation's offset (its length for `set_len`), the file's sync epoch (how many syncs it has had), and
+    /// how many operations at that offset the epoch has already seen: a system that issues the same writes between
+    /// two syncs in a different order gets the same faults and the same crash image, and a retry of a failed write
+    /// gets a fresh decision.
     OffsetSyncEpoch,
 }
 

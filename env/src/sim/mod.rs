@@ -55,6 +55,9 @@ struct PathInfo {
     operations: u64,
     /// Syncs of this path so far (its sync epoch, for [`FaultKeying::OffsetSyncEpoch`]).
     syncs: u64,
+    /// Operations at each (offset, is `set_len`) in this sync epoch, so that a retry of the same write gets a
+    /// fresh decision (cleared by each sync; at most one entry per distinct offset).
+    epoch_visits: BTreeMap<(u64, bool), u64>,
 }
 
 /// The offset a sync is keyed at under [`FaultKeying::OffsetSyncEpoch`] (no read or write can start there).
@@ -518,7 +521,7 @@ impl World {
             return id;
         }
         let id = self.paths.len();
-        self.paths.push(PathInfo { hash: hash_bytes(path.as_os_str().as_encoded_bytes()), operations: 0, syncs: 0 });
+        self.paths.push(PathInfo { hash: hash_bytes(path.as_os_str().as_encoded_bytes()), operations: 0, syncs: 0, epoch_visits: BTreeMap::new() });
         self.path_ids.insert(path.to_path_buf(), id);
         id
     }
@@ -532,15 +535,19 @@ impl World {
     }
 
     /// The keys of a fault decision on a file's data (ADR-0039): its path hash, and either the file's next operation
-    /// index or (offset, sync epoch), by the configured [`FaultKeying`]. `set_len` passes `is_set_len` so that it
+    /// index or (offset, sync epoch, how many operations at that offset this epoch has seen), by the configured
+    /// [`FaultKeying`]. `set_len` passes `is_set_len` so that it
     /// never shares a key with a write at the same offset.
     fn data_key(&mut self, path_id: usize, offset: u64, is_set_len: bool) -> (u64, u64) {
         let (path_hash, op_index) = self.next_operation(path_id);
         match self.config.keying {
             FaultKeying::OperationIndex => (path_hash, op_index),
             FaultKeying::OffsetSyncEpoch => {
-                let syncs = self.paths[path_id].syncs;
-                (path_hash, keyed(&[tag::OFFSET_EPOCH, u64::from(is_set_len), offset, syncs]))
+                let info = &mut self.paths[path_id];
+                let visit = info.epoch_visits.entry((offset, is_set_len)).or_insert(0);
+                let nth = *visit;
+                *visit += 1;
+                (path_hash, keyed(&[tag::OFFSET_EPOCH, u64::from(is_set_len), offset, info.syncs, nth]))
             }
         }
     }
@@ -550,6 +557,7 @@ impl World {
         let key = self.data_key(path_id, SYNC_KEY_OFFSET, false);
         let info = &mut self.paths[path_id];
         info.syncs += 1;
+        info.epoch_visits.clear();
         debug_assert!(info.syncs <= info.operations, "more syncs than operations");
         key
     }

@@ -332,7 +332,11 @@ impl RedbTarget {
         let state = read.and_then(|txn| read_state(&txn, key_count));
         match state {
             Ok(actual) => {
-                self.resolve(&actual, context)?;
+                let in_flight = self.in_flight.clone();
+                if let Err(violation) = self.resolve(&actual, context) {
+                    self.in_flight = in_flight;
+                    return Err(self.classify_mismatch(violation));
+                }
                 Ok(Some(actual.len() as u64))
             }
             Err(ReadFailure::ForeignKey(key)) => Err(Violation::new(
@@ -349,6 +353,29 @@ impl RedbTarget {
             }
             Err(ReadFailure::Redb(error)) => Err(self.unexpected("reading the whole table", &error)),
         }
+    }
+
+    /// A full read disagreed with the model. After a transient read bit flip (`read_corruption`), read once more:
+    /// if the second read matches, redb returned a flipped bit without noticing (`oracle.silent_read_corruption`);
+    /// if not, the damage is on the disk (the original violation).
+    fn classify_mismatch(&mut self, violation: Violation) -> Violation {
+        self.poll_faults();
+        if !self.fault_seen.contains_key(&FaultKind::ReadCorruption) {
+            return violation;
+        }
+        let Some(db) = &self.db else { return violation };
+        let key_count = self.config.workload.key_count;
+        let reread = db.begin_read().map_err(|error| ReadFailure::Redb(error.into()));
+        let Ok(actual) = reread.and_then(|txn| read_state(&txn, key_count)) else { return violation };
+        if self.resolve(&actual, "reread").is_err() {
+            return violation;
+        }
+        Violation::new(
+            "oracle.silent_read_corruption",
+            FailureKind::Safety,
+            "a read returns the stored value, or an error (a re-read matched the model)",
+            violation.actual,
+        )
     }
 
     /// Compare a full read with the model (and the model plus the in-flight transaction); adopt the match.
