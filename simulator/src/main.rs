@@ -595,13 +595,16 @@ fn swarm_mode<T: CliTarget>(cli: &Cli, seeds: Range<u64>) -> u8 {
         failures += 1;
         print_line(
             bar,
-            format!("FAIL seed={} step={} invariant={} ({})", failure.seed, failure.step, failure.invariant, failure.kind),
+            format!(
+                "FAIL seed={} step={} invariant={} ({})",
+                failure.seed, failure.step, failure.invariant, failure.kind
+            ),
         );
         bar.set_message(format!("{failures} failed"));
     };
     // A one-seed swarm gains nothing from a child process (and each child is one).
-    let isolate = seeds_total > 1
-        && (cli.isolate || (cli.target == "redb" && cli.fault_profile.as_deref() == Some("beyond")));
+    let isolate =
+        seeds_total > 1 && (cli.isolate || (cli.target == "redb" && cli.fault_profile.as_deref() == Some("beyond")));
     let summary = if isolate {
         isolated_swarm::<T>(cli, &options, &bar, &mut digests, |failure| on_failure(failure, &bar))
     } else {
@@ -698,7 +701,8 @@ fn child_summary<T: CliTarget>(
         return (summary, u64::from_str_radix(digest, 16).unwrap_or(0));
     }
     let stderr = String::from_utf8_lossy(&stderr);
-    let tail: String = stderr.chars().rev().take(CHILD_STDERR_BYTES_MAX).collect::<Vec<char>>().into_iter().rev().collect();
+    let tail: String =
+        stderr.chars().rev().take(CHILD_STDERR_BYTES_MAX).collect::<Vec<char>>().into_iter().rev().collect();
     let failure = simulator::Failure {
         seed,
         step: 0,

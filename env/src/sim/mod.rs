@@ -521,7 +521,12 @@ impl World {
             return id;
         }
         let id = self.paths.len();
-        self.paths.push(PathInfo { hash: hash_bytes(path.as_os_str().as_encoded_bytes()), operations: 0, syncs: 0, epoch_visits: BTreeMap::new() });
+        self.paths.push(PathInfo {
+            hash: hash_bytes(path.as_os_str().as_encoded_bytes()),
+            operations: 0,
+            syncs: 0,
+            epoch_visits: BTreeMap::new(),
+        });
         self.path_ids.insert(path.to_path_buf(), id);
         id
     }
