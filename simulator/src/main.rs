@@ -40,6 +40,15 @@ trait CliTarget: Target {
     /// Saved findings expect `fail`: the bug is in a system we do not maintain, so the seed pins the behaviour
     /// (ADR-0038) instead of waiting for a fix that turns it green.
     const FINDINGS_EXPECT_FAIL: bool = false;
+    /// The cargo feature of `simulator` the target is behind (printed in replay commands).
+    const FEATURE: Option<&'static str> = None;
+    /// `--fault-profile` applies: the target's `Target::swarm_config` reads it.
+    const HAS_FAULT_PROFILES: bool = false;
+
+    /// Run swarms seed by seed in child processes unless told otherwise: the system may abort the process.
+    fn isolate_by_default(_fault_profile: Option<&str>) -> bool {
+        false
+    }
 
     /// The run's configuration as printed at its start.
     fn describe(_seed: u64, config: &SwarmConfig) -> String {
@@ -59,6 +68,13 @@ impl CliTarget for TxnTarget {
 impl CliTarget for simulator::redb_target::RedbTarget {
     type Simplifier = simulator::redb_target::RedbSimplify;
     const FINDINGS_EXPECT_FAIL: bool = true;
+    const FEATURE: Option<&'static str> = Some("redb");
+    const HAS_FAULT_PROFILES: bool = true;
+
+    fn isolate_by_default(fault_profile: Option<&str>) -> bool {
+        // redb can panic inside a destructor while unwinding from a corrupt page, which aborts the process.
+        fault_profile == Some("beyond")
+    }
 
     fn describe(seed: u64, config: &SwarmConfig) -> String {
         // The engine's op weights and tuning mean nothing to redb: the plan's weights replace them.
@@ -103,7 +119,8 @@ struct Cli {
 
     /// Swarm: run each seed in a child process, so that a seed that aborts the whole process (a panic inside a
     /// destructor while unwinding, which redb does after some corrupt reads) is reported as a failure of that seed
-    /// (`no_abort`) instead of ending the swarm. On by default for `--target redb --fault-profile beyond`.
+    /// (`no_abort`) instead of ending the swarm. On by default for `--target redb --fault-profile beyond`. The
+    /// swarm digest then folds each child's digest, so it differs from an in-process swarm's.
     #[arg(long)]
     isolate: bool,
 
@@ -260,6 +277,9 @@ fn main() -> ExitCode {
 }
 
 fn dispatch<T: CliTarget>(cli: &Cli) -> u8 {
+    if cli.fault_profile.is_some() && !T::HAS_FAULT_PROFILES {
+        return bad_input(&format!("--fault-profile: target {} has no fault profiles", T::NAME));
+    }
     match Mode::from_cli(cli) {
         Mode::Bench => bench_mode(),
         Mode::Replay(path) => replay_mode::<T>(cli, &path),
@@ -294,15 +314,12 @@ fn check_flags(cli: &Cli) -> Result<(), String> {
     if cli.shrink_budget == 0 {
         return Err("--shrink-budget must be at least 1".into());
     }
-    if cli.fault_profile.is_some() && cli.target != "redb" {
-        return Err(format!("--fault-profile is for --target redb; target {} has no fault profiles", cli.target));
-    }
     if cli.target == "redb" && !cfg!(feature = "redb") {
         return Err("--target redb: this simulator was built without redb; build it with --features redb \
                     (cargo run --release -p simulator --features redb -- --target redb ...)"
             .into());
     }
-    if cli.target == "redb" && cli.bench {
+    if cli.target != "engine" && cli.bench {
         return Err("--bench runs the engine's fixed schedule; it takes no --target".into());
     }
     Ok(())
@@ -354,7 +371,7 @@ fn run_options(cli: &Cli) -> RunOptions {
         steps: cli.steps,
         record_trace: cli.trace.is_some(),
         canary: cli.canary.clone(),
-        fault_profile: if cli.target == "redb" { cli.fault_profile.clone() } else { None },
+        fault_profile: cli.fault_profile.clone(),
         ..RunOptions::default()
     }
 }
@@ -372,16 +389,14 @@ fn target_flag(cli: &Cli) -> String {
     if cli.target == "engine" { String::new() } else { format!("--target {} {profile}", cli.target) }
 }
 
-/// `cargo run ... -p simulator` with the features the command needs: `canaries` when a canary is on, `redb` for
-/// the redb target.
-fn cargo_run(cli: &Cli, canary: Option<&str>) -> String {
+/// `cargo run ... -p simulator` with the features the command needs: `canaries` when a canary is on, and the
+/// target's own feature.
+fn cargo_run<T: CliTarget>(canary: Option<&str>) -> String {
     let mut features: Vec<&str> = Vec::new();
     if canary.is_some() {
         features.push("canaries");
     }
-    if cli.target == "redb" {
-        features.push("redb");
-    }
+    features.extend(T::FEATURE);
     if features.is_empty() {
         "cargo run --release -p simulator --".to_string()
     } else {
@@ -461,7 +476,7 @@ fn single_mode<T: CliTarget>(cli: &Cli, seed: u64) -> u8 {
     let canary = options.canary.as_deref();
     let command = format!(
         "{} {}--seed {seed} --steps {}{}",
-        cargo_run(cli, canary),
+        cargo_run::<T>(canary),
         target_flag(cli),
         cli.steps,
         canary_flag(canary)
@@ -535,7 +550,7 @@ fn replay_mode<T: CliTarget>(cli: &Cli, path: &Path) -> u8 {
     if !write_outputs(cli, &outcome) {
         return EXIT_BAD_INPUT;
     }
-    let command = format!("{} {}--replay {}", cargo_run(cli, canary), target_flag(cli), path.display());
+    let command = format!("{} {}--replay {}", cargo_run::<T>(canary), target_flag(cli), path.display());
     let code = report_run(&outcome, &command, cli.dot.as_deref());
     if cli.shrink && !outcome.passed() {
         return shrink_and_report::<T>(cli, &outcome.schedule, &options);
@@ -603,8 +618,7 @@ fn swarm_mode<T: CliTarget>(cli: &Cli, seeds: Range<u64>) -> u8 {
         bar.set_message(format!("{failures} failed"));
     };
     // A one-seed swarm gains nothing from a child process (and each child is one).
-    let isolate =
-        seeds_total > 1 && (cli.isolate || (cli.target == "redb" && cli.fault_profile.as_deref() == Some("beyond")));
+    let isolate = seeds_total > 1 && (cli.isolate || T::isolate_by_default(cli.fault_profile.as_deref()));
     let summary = if isolate {
         isolated_swarm::<T>(cli, &options, &bar, &mut digests, |failure| on_failure(failure, &bar))
     } else {
@@ -629,7 +643,7 @@ fn swarm_mode<T: CliTarget>(cli: &Cli, seeds: Range<u64>) -> u8 {
         print_swarm_json(&summary, &missing, digest);
         return code;
     }
-    print_swarm_text(cli, &summary, &missing);
+    print_swarm_text::<T>(cli, &summary, &missing);
     println!("digest: {digest:016x}");
     if cli.shrink
         && let Some(schedule) = &first_failing
@@ -813,10 +827,10 @@ fn save_seed<T: CliTarget>(
             .map_err(|error| format!("cannot create {}: {error}", parent.display()))?;
     }
     write_file(&path, &text)?;
-    let features = match (canary.is_some(), T::NAME == "redb") {
-        (true, _) => " --features canaries",
-        (false, true) => " --features redb",
-        (false, false) => "",
+    let features = match (canary.is_some(), T::FEATURE) {
+        (true, _) => " --features canaries".to_string(),
+        (false, Some(feature)) => format!(" --features {feature}"),
+        (false, None) => String::new(),
     };
     let relative = if T::NAME == "engine" { name.to_string() } else { format!("{}/{name}", T::NAME) };
     let test = relative.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' });
@@ -839,7 +853,7 @@ fn print_swarm_json(summary: &SwarmSummary, missing: &[String], digest: u64) {
     println!("{json}");
 }
 
-fn print_swarm_text(cli: &Cli, summary: &SwarmSummary, missing: &[String]) {
+fn print_swarm_text<T: CliTarget>(cli: &Cli, summary: &SwarmSummary, missing: &[String]) {
     println!("seeds: run={} passed={} failed={}", summary.seeds_run, summary.seeds_passed, summary.failures.len());
     println!("coverage totals:");
     for (name, count) in &summary.coverage.counters {
@@ -860,7 +874,7 @@ fn print_swarm_text(cli: &Cli, summary: &SwarmSummary, missing: &[String]) {
             failure.step,
             failure.invariant,
             failure.kind,
-            cargo_run(cli, cli.canary.as_deref()),
+            cargo_run::<T>(cli.canary.as_deref()),
             target_flag(cli),
             failure.seed,
             cli.steps,

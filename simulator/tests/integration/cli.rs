@@ -61,6 +61,10 @@ fn bad_input_exits_2_with_a_message() {
         vec!["--seeds", "0..4", "--shard", "3/2"],
         vec!["--replay", "/nonexistent/schedule.json"],
         vec!["--no-such-flag"],
+        vec!["--fault-profile", "beyond"],
+        vec!["--target", "txn", "--fault-profile", "assumed"],
+        vec!["--target", "redb", "--fault-profile", "everything"],
+        vec!["--target", "redb", "--bench"],
     ] {
         let output = simulator(&args);
         assert_eq!(output.status.code(), Some(2), "{args:?}: {}", stdout(&output));
@@ -126,7 +130,31 @@ fn help_explains_every_flag() {
         "--save-schedule",
         "--check-determinism",
         "--bench",
+        "--fault-profile",
+        "--isolate",
     ] {
         assert!(help.contains(flag), "--help does not mention {flag}");
     }
+}
+
+/// A default build refuses `--target redb` with a message that says how to build it; a `redb` build runs it, and
+/// an isolated swarm (each seed a child process) agrees seed by seed with the in-process one.
+#[test]
+fn redb_target_needs_its_feature_and_isolated_swarms_agree() {
+    let run = simulator(&["--target", "redb", "--seed", "3", "--steps", "100"]);
+    if cfg!(not(feature = "redb")) {
+        assert_eq!(run.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&run.stderr).contains("--features redb"), "no build hint");
+        return;
+    }
+    assert_eq!(run.status.code(), Some(0), "{}", stdout(&run));
+    let in_process = simulator(&["--target", "redb", "--seeds", "0..4", "--steps", "100", "--json"]);
+    let isolated = simulator(&["--target", "redb", "--seeds", "0..4", "--steps", "100", "--json", "--isolate"]);
+    let summary = |output: &Output| -> serde_json::Value {
+        serde_json::from_str(stdout(output).lines().last().unwrap_or_default()).expect("a JSON summary")
+    };
+    let (a, b) = (summary(&in_process), summary(&isolated));
+    assert_eq!(a["seeds_run"], 4);
+    assert_eq!(a["seeds_passed"], b["seeds_passed"]);
+    assert_eq!(a["coverage"], b["coverage"], "coverage differs between in-process and isolated runs");
 }
