@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::fmt::{self, Debug};
 
-use env::{DeterministicRng, SimEnv, StableHasher};
+use env::{DeterministicRng, FaultKind, SimEnv, StableHasher};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
@@ -111,6 +111,45 @@ impl Coverage {
         for (name, &count) in &other.counters {
             self.add(name, count);
         }
+    }
+}
+
+/// Which faults a target has accounted for: each poll returns the kinds that fired since the last one, read from
+/// the world's fault counters (targets turn them into their own weakening flags).
+#[derive(Clone, Debug, Default)]
+pub struct FaultTracker {
+    seen: BTreeMap<FaultKind, u64>,
+    total: u64,
+}
+
+impl FaultTracker {
+    /// The kinds that fired since the last poll, each once, in `FaultKind` order.
+    pub fn poll(&mut self, env: &SimEnv) -> Vec<FaultKind> {
+        let counts = env.fault_counts();
+        let total: u64 = counts.values().sum();
+        if total == self.total {
+            return Vec::new();
+        }
+        assert!(total > self.total, "fault counters went backwards");
+        let fired: Vec<FaultKind> = counts
+            .iter()
+            .filter(|&(kind, &count)| count > self.seen.get(kind).copied().unwrap_or(0))
+            .map(|(&kind, _)| kind)
+            .collect();
+        assert!(!fired.is_empty(), "the total grew but no kind did");
+        self.seen = counts;
+        self.total = total;
+        fired
+    }
+
+    /// Faults seen so far, all kinds together.
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+
+    /// Has a fault of `kind` been seen?
+    pub fn has_seen(&self, kind: FaultKind) -> bool {
+        self.seen.contains_key(&kind)
     }
 }
 

@@ -59,7 +59,6 @@ mod model;
 pub mod simplify;
 mod step;
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use engine::{Db, Options, SyncMode};
@@ -68,7 +67,7 @@ use env::{DeterministicRng, ExplicitFault, FaultKind, Op, SimEnv};
 pub use self::model::{Model, Resolution, Sig, ValueSpec, key_bytes, parse_key, sig_of, value_bytes};
 pub use self::step::{Action, ClientId, Observed, Step};
 use crate::config::{SwarmConfig, healed_faults};
-use crate::target::{Coverage, FailureKind, Target, Violation};
+use crate::target::{Coverage, FailureKind, FaultTracker, Target, Violation};
 
 mod exec;
 
@@ -113,8 +112,7 @@ pub struct EngineTarget {
     reopen_pending: bool,
     /// The last step may have changed structure (anything but a successful `Get` or `Scan`).
     structure_dirty: bool,
-    fault_seen: BTreeMap<FaultKind, u64>,
-    fault_total_seen: u64,
+    faults: FaultTracker,
     crashes_classified: u64,
     max_acked_sequence: u64,
     next_value_id: u64,
@@ -150,21 +148,11 @@ impl EngineTarget {
 
     /// Read new fault records: set `damaged` and `excused` as the rule table says.
     fn poll_faults(&mut self) {
-        let counts = self.env.fault_counts();
-        let total: u64 = counts.values().sum();
-        if total == self.fault_total_seen {
-            return;
+        for kind in self.faults.poll(&self.env) {
+            self.damaged |= damages_data(kind);
+            self.excused |= excuses_errors(kind);
+            self.corruption_excused |= kind == FaultKind::ReadCorruption;
         }
-        assert!(total > self.fault_total_seen, "fault counters went backwards");
-        for (&kind, &count) in &counts {
-            if count > self.fault_seen.get(&kind).copied().unwrap_or(0) {
-                self.damaged |= damages_data(kind);
-                self.excused |= excuses_errors(kind);
-                self.corruption_excused |= kind == FaultKind::ReadCorruption;
-            }
-        }
-        self.fault_seen = counts;
-        self.fault_total_seen = total;
     }
 
     /// May `error` surface now? Only when a fault justifies it (rule table); `Corruption` only after a fault that
@@ -235,13 +223,13 @@ impl EngineTarget {
         assert!(self.db.is_none(), "open_db with a database already open");
         for _ in 0..OPEN_ATTEMPTS_MAX {
             self.poll_faults();
-            let faults_before = self.fault_total_seen;
+            let faults_before = self.faults.total();
             match Db::open(self.env.clone(), DB_DIR, self.options.clone()) {
                 Ok(db) => {
                     self.db = Some(db);
                     self.poll_faults();
                     // A clean open clears the excuse; a fault during the open keeps it.
-                    let faulted = self.fault_total_seen != faults_before;
+                    let faulted = self.faults.total() != faults_before;
                     self.excused &= faulted;
                     self.corruption_excused &= faulted;
                     self.count("opens");
@@ -374,8 +362,7 @@ impl Target for EngineTarget {
             unrecoverable: false,
             reopen_pending: false,
             structure_dirty: true,
-            fault_seen: BTreeMap::new(),
-            fault_total_seen: 0,
+            faults: FaultTracker::default(),
             crashes_classified: 0,
             max_acked_sequence: 0,
             next_value_id: 1,

@@ -49,7 +49,7 @@ pub use self::simplify::RedbSimplify;
 pub use self::step::{Observed, Step, WriteOp};
 use crate::config::{SwarmConfig, healed_faults};
 use crate::engine_target::{ValueSpec, parse_key, sig_of};
-use crate::target::{Coverage, FailureKind, Target, Violation};
+use crate::target::{Coverage, FailureKind, FaultTracker, Target, Violation};
 
 /// The directory of redb's file inside the simulated world.
 pub const DB_DIR: &str = "/redb";
@@ -89,8 +89,7 @@ pub struct RedbTarget {
     unrecoverable: bool,
     /// Drop and reopen at the end of this step (redb latches IO errors until a reopen).
     reopen_pending: bool,
-    fault_seen: BTreeMap<FaultKind, u64>,
-    fault_total_seen: u64,
+    faults: FaultTracker,
     crashes_classified: u64,
     /// Set by redb's repair callback during an open.
     repaired: Rc<Cell<bool>>,
@@ -190,20 +189,10 @@ impl RedbTarget {
 
     /// Read new fault records: set `damaged` and `excused`.
     fn poll_faults(&mut self) {
-        let counts = self.env.fault_counts();
-        let total: u64 = counts.values().sum();
-        if total == self.fault_total_seen {
-            return;
+        for kind in self.faults.poll(&self.env) {
+            self.damaged |= kind.destroys_data();
+            self.excused |= excuses_errors(kind);
         }
-        assert!(total > self.fault_total_seen, "fault counters went backwards");
-        for (&kind, &count) in &counts {
-            if count > self.fault_seen.get(&kind).copied().unwrap_or(0) {
-                self.damaged |= kind.destroys_data();
-                self.excused |= excuses_errors(kind);
-            }
-        }
-        self.fault_seen = counts;
-        self.fault_total_seen = total;
     }
 
     /// May a redb error surface now? Only after a crash cut the call, or an injected fault.
@@ -251,12 +240,12 @@ impl RedbTarget {
         assert!(self.db.is_none(), "open_db with a database open");
         for _ in 0..OPEN_ATTEMPTS_MAX {
             self.poll_faults();
-            let faults_before = self.fault_total_seen;
+            let faults_before = self.faults.total();
             match self.open_database() {
                 Ok(db) => {
                     self.db = Some(db);
                     self.poll_faults();
-                    self.excused &= self.fault_total_seen != faults_before;
+                    self.excused &= self.faults.total() != faults_before;
                     self.count("opens");
                     if self.repaired.get() {
                         self.count("redb.repairs");
@@ -360,7 +349,7 @@ impl RedbTarget {
     /// if not, the damage is on the disk (the original violation).
     fn classify_mismatch(&mut self, violation: Violation) -> Violation {
         self.poll_faults();
-        if !self.fault_seen.contains_key(&FaultKind::ReadCorruption) {
+        if !self.faults.has_seen(FaultKind::ReadCorruption) {
             return violation;
         }
         let Some(db) = &self.db else { return violation };
@@ -439,8 +428,7 @@ impl Target for RedbTarget {
             damaged: false,
             unrecoverable: false,
             reopen_pending: false,
-            fault_seen: BTreeMap::new(),
-            fault_total_seen: 0,
+            faults: FaultTracker::default(),
             crashes_classified: 0,
             repaired: Rc::new(Cell::new(false)),
             last_open_error: String::new(),

@@ -73,7 +73,7 @@ use crate::dsg::{Cycle, DependencyGraph, Edge, EdgeKind, TxnId};
 use crate::engine_target::{DB_DIR, EngineTarget, OPEN_ATTEMPTS_MAX, RECOVERY_ROUNDS_MAX, TASK_DRAIN_STEPS_MAX};
 use crate::engine_target::{damages_data, excuses_errors, key_bytes};
 use crate::runner::Failure;
-use crate::target::{Coverage, FailureKind, Target, Violation};
+use crate::target::{Coverage, FailureKind, FaultTracker, Target, Violation};
 
 /// The invariant name of a serializability failure.
 pub const SERIALIZABLE: &str = "serializable";
@@ -231,8 +231,7 @@ pub struct TxnTarget {
     unrecoverable: bool,
     reopen_pending: bool,
     structure_dirty: bool,
-    fault_seen: BTreeMap<FaultKind, u64>,
-    fault_total_seen: u64,
+    faults: FaultTracker,
     crashes_classified: u64,
     last_open_error: String,
     counters: Coverage,
@@ -254,21 +253,11 @@ impl TxnTarget {
     }
 
     fn poll_faults(&mut self) {
-        let counts = self.env.fault_counts();
-        let total: u64 = counts.values().sum();
-        if total == self.fault_total_seen {
-            return;
+        for kind in self.faults.poll(&self.env) {
+            self.damaged |= damages_data(kind);
+            self.excused |= excuses_errors(kind);
+            self.corruption_excused |= kind == FaultKind::ReadCorruption;
         }
-        assert!(total > self.fault_total_seen, "fault counters went backwards");
-        for (&kind, &count) in &counts {
-            if count > self.fault_seen.get(&kind).copied().unwrap_or(0) {
-                self.damaged |= damages_data(kind);
-                self.excused |= excuses_errors(kind);
-                self.corruption_excused |= kind == FaultKind::ReadCorruption;
-            }
-        }
-        self.fault_seen = counts;
-        self.fault_total_seen = total;
     }
 
     fn error_allowed(&mut self, error: &engine::Error) -> bool {
@@ -418,13 +407,13 @@ impl TxnTarget {
         assert!(self.db.is_none(), "open_db with a database already open");
         for _ in 0..OPEN_ATTEMPTS_MAX {
             self.poll_faults();
-            let faults_before = self.fault_total_seen;
+            let faults_before = self.faults.total();
             match Db::open(self.env.clone(), DB_DIR, self.options.clone()) {
                 Ok(db) => {
                     self.next_sequence = db.last_sequence() + 1;
                     self.db = Some(db);
                     self.poll_faults();
-                    let faulted = self.fault_total_seen != faults_before;
+                    let faulted = self.faults.total() != faults_before;
                     self.excused &= faulted;
                     self.corruption_excused &= faulted;
                     return Ok(true);
@@ -796,8 +785,7 @@ impl Target for TxnTarget {
             unrecoverable: false,
             reopen_pending: false,
             structure_dirty: true,
-            fault_seen: BTreeMap::new(),
-            fault_total_seen: 0,
+            faults: FaultTracker::default(),
             crashes_classified: 0,
             last_open_error: String::new(),
             counters: Coverage::default(),
