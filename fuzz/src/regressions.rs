@@ -16,6 +16,7 @@ const TARGETS: &[(&str, Check)] = &[
     ("sstable_decode", crate::sstable::check),
     ("manifest_decode", crate::manifest::check),
     ("recovery", crate::image::check_bytes),
+    ("schedule", crate::schedule::check),
 ];
 
 fn files_under(dir: &Path) -> Vec<PathBuf> {
@@ -192,3 +193,4 @@ fn recovery_two_names_for_one_log_number() {
     let env = directory(&[("wal-000002.log", &segment), ("wal-2.log", b"")]);
     let _ = Db::open(env, crate::image::DIR, Options::default());
 }
+

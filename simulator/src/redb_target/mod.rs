@@ -334,6 +334,11 @@ impl RedbTarget {
                 "only keys the workload wrote",
                 format!("key {key:?}"),
             )),
+            // An armed crash cut the verification: the step's crash handling recovers and verifies again.
+            Err(ReadFailure::Redb(_)) if self.env.is_halted() => {
+                self.count("redb.errors_cut_by_crash");
+                Ok(None)
+            }
             Err(ReadFailure::Redb(error)) if self.error_allowed() => {
                 self.count("redb.errors_tolerated");
                 self.last_open_error = error.to_string();
