@@ -7,7 +7,9 @@
 use std::collections::BTreeMap;
 use std::fmt::{self, Debug};
 
-use env::{DeterministicRng, FaultKind, SimEnv, StableHasher};
+use std::hash::Hasher;
+
+use env::{DeterministicRng, ExplicitFault, FaultKind, SimEnv, StableHasher};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
@@ -19,6 +21,30 @@ use crate::runner::RunOptions;
 pub trait Digest {
     /// Feed this value into `hasher`.
     fn digest_into(&self, hasher: &mut StableHasher);
+}
+
+/// Feed `words` into `hasher`, in order (the digest encoding every target's steps and observations share).
+pub fn digest_words(hasher: &mut StableHasher, words: &[u64]) {
+    for &word in words {
+        hasher.write_u64(word);
+    }
+}
+
+/// Feed a variant `tag` and then `text`'s bytes.
+pub fn digest_text(hasher: &mut StableHasher, tag: u64, text: &str) {
+    hasher.write_u64(tag);
+    hasher.write(text.as_bytes());
+}
+
+/// Feed an explicit fault under a step's variant `tag`: the same encoding in every target.
+pub fn digest_fault(hasher: &mut StableHasher, tag: u64, fault: &ExplicitFault) {
+    let (code, path, offset) = match fault {
+        ExplicitFault::FailNextSync { path } => (1, path, 0),
+        ExplicitFault::FailNextWrite { path } => (2, path, 0),
+        ExplicitFault::FlipBit { path, offset } => (3, path, *offset),
+    };
+    digest_words(hasher, &[tag, code, offset]);
+    hasher.write(path.as_os_str().as_encoded_bytes());
 }
 
 /// What a target reports about one applied step.

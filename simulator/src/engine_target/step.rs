@@ -6,7 +6,7 @@ use env::{ExplicitFault, StableHasher};
 use serde::{Deserialize, Serialize};
 
 use super::model::ValueSpec;
-use crate::target::{Digest, Observation};
+use crate::target::{Digest, Observation, digest_fault, digest_text, digest_words};
 
 /// Which client issued a step. Every step today comes from client 0; multi-client transactions (a later issue)
 /// will interleave steps of several clients, each with its own open transaction.
@@ -66,36 +66,19 @@ impl Digest for Step {
     fn digest_into(&self, hasher: &mut StableHasher) {
         hasher.write_u64(u64::from(self.client));
         match &self.action {
-            Action::Put { key, value } => write_all(hasher, &[1, u64::from(*key), value.id, u64::from(value.len)]),
-            Action::Delete { key } => write_all(hasher, &[2, u64::from(*key)]),
-            Action::Get { key } => write_all(hasher, &[3, u64::from(*key)]),
-            Action::Scan { start, end } => write_all(hasher, &[4, u64::from(*start), u64::from(*end)]),
+            Action::Put { key, value } => digest_words(hasher, &[1, u64::from(*key), value.id, u64::from(value.len)]),
+            Action::Delete { key } => digest_words(hasher, &[2, u64::from(*key)]),
+            Action::Get { key } => digest_words(hasher, &[3, u64::from(*key)]),
+            Action::Scan { start, end } => digest_words(hasher, &[4, u64::from(*start), u64::from(*end)]),
             Action::Flush => hasher.write_u64(5),
             Action::Compact => hasher.write_u64(6),
-            Action::RunTask { name } => {
-                hasher.write_u64(7);
-                hasher.write(name.as_bytes());
-            }
+            Action::RunTask { name } => digest_text(hasher, 7, name),
             Action::Crash => hasher.write_u64(8),
-            Action::CrashAtIo { k } => write_all(hasher, &[9, *k]),
-            Action::CrashDuringRecovery { k } => write_all(hasher, &[10, *k]),
-            Action::Fault(fault) => {
-                let (code, path, offset) = match fault {
-                    ExplicitFault::FailNextSync { path } => (1, path, 0),
-                    ExplicitFault::FailNextWrite { path } => (2, path, 0),
-                    ExplicitFault::FlipBit { path, offset } => (3, path, *offset),
-                };
-                write_all(hasher, &[11, code, offset]);
-                hasher.write(path.as_os_str().as_encoded_bytes());
-            }
+            Action::CrashAtIo { k } => digest_words(hasher, &[9, *k]),
+            Action::CrashDuringRecovery { k } => digest_words(hasher, &[10, *k]),
+            Action::Fault(fault) => digest_fault(hasher, 11, fault),
             Action::Reopen => hasher.write_u64(12),
         }
-    }
-}
-
-fn write_all(hasher: &mut StableHasher, words: &[u64]) {
-    for &word in words {
-        hasher.write_u64(word);
     }
 }
 
@@ -133,29 +116,22 @@ impl Digest for Observed {
         match self {
             Observed::Ok => hasher.write_u64(1),
             Observed::Value { value } => match value {
-                None => write_all(hasher, &[2, 0]),
-                Some(spec) => write_all(hasher, &[2, 1, spec.id, u64::from(spec.len)]),
+                None => digest_words(hasher, &[2, 0]),
+                Some(spec) => digest_words(hasher, &[2, 1, spec.id, u64::from(spec.len)]),
             },
-            Observed::Scan { entries, hash } => write_all(hasher, &[3, *entries, *hash]),
-            Observed::Error { class } => {
-                hasher.write_u64(4);
-                hasher.write(class.as_bytes());
-            }
-            Observed::Unavailable { reason } => {
-                hasher.write_u64(5);
-                hasher.write(reason.as_bytes());
-            }
+            Observed::Scan { entries, hash } => digest_words(hasher, &[3, *entries, *hash]),
+            Observed::Error { class } => digest_text(hasher, 4, class),
+            Observed::Unavailable { reason } => digest_text(hasher, 5, reason),
             Observed::Skipped => hasher.write_u64(6),
             Observed::Task { name, done } => {
-                write_all(hasher, &[7, u64::from(*done)]);
+                digest_words(hasher, &[7, u64::from(*done)]);
                 hasher.write(name.as_bytes());
             }
-            Observed::Recovered { last_sequence } => write_all(hasher, &[8, *last_sequence]),
-            Observed::Armed { k } => write_all(hasher, &[9, *k]),
+            Observed::Recovered { last_sequence } => digest_words(hasher, &[8, *last_sequence]),
+            Observed::Armed { k } => digest_words(hasher, &[9, *k]),
             Observed::Injected => hasher.write_u64(10),
             Observed::CutByCrash { op, path } => {
-                hasher.write_u64(11);
-                hasher.write(op.as_bytes());
+                digest_text(hasher, 11, op);
                 hasher.write(path.as_bytes());
             }
         }

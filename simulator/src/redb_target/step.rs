@@ -6,7 +6,7 @@ use env::{ExplicitFault, StableHasher};
 use serde::{Deserialize, Serialize};
 
 use crate::engine_target::ValueSpec;
-use crate::target::{Digest, Observation};
+use crate::target::{Digest, Observation, digest_fault, digest_text, digest_words};
 
 /// One operation inside a write transaction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -62,45 +62,31 @@ impl Digest for Step {
     fn digest_into(&self, hasher: &mut StableHasher) {
         match self {
             Step::Write { ops, commit } => {
-                write_all(hasher, &[1, u64::from(*commit), ops.len() as u64]);
+                digest_words(hasher, &[1, u64::from(*commit), ops.len() as u64]);
                 for op in ops {
                     match op {
                         WriteOp::Insert { key, value } => {
-                            write_all(hasher, &[1, u64::from(*key), value.id, u64::from(value.len)]);
+                            digest_words(hasher, &[1, u64::from(*key), value.id, u64::from(value.len)]);
                         }
-                        WriteOp::Remove { key } => write_all(hasher, &[2, u64::from(*key)]),
+                        WriteOp::Remove { key } => digest_words(hasher, &[2, u64::from(*key)]),
                     }
                 }
             }
             Step::Read { keys } => {
-                write_all(hasher, &[2, keys.len() as u64]);
-                write_all(hasher, &keys.iter().map(|&key| u64::from(key)).collect::<Vec<u64>>());
+                digest_words(hasher, &[2, keys.len() as u64]);
+                digest_words(hasher, &keys.iter().map(|&key| u64::from(key)).collect::<Vec<u64>>());
             }
-            Step::Range { start, end } => write_all(hasher, &[3, u64::from(*start), u64::from(*end)]),
+            Step::Range { start, end } => digest_words(hasher, &[3, u64::from(*start), u64::from(*end)]),
             Step::Snapshot => hasher.write_u64(4),
             Step::SnapshotRead => hasher.write_u64(5),
             Step::Compact => hasher.write_u64(6),
             Step::CheckIntegrity => hasher.write_u64(7),
             Step::Reopen => hasher.write_u64(8),
             Step::Crash => hasher.write_u64(9),
-            Step::CrashAtIo { k } => write_all(hasher, &[10, *k]),
-            Step::CrashDuringRecovery { k } => write_all(hasher, &[11, *k]),
-            Step::Fault(fault) => {
-                let (code, path, offset) = match fault {
-                    ExplicitFault::FailNextSync { path } => (1, path, 0),
-                    ExplicitFault::FailNextWrite { path } => (2, path, 0),
-                    ExplicitFault::FlipBit { path, offset } => (3, path, *offset),
-                };
-                write_all(hasher, &[12, code, offset]);
-                hasher.write(path.as_os_str().as_encoded_bytes());
-            }
+            Step::CrashAtIo { k } => digest_words(hasher, &[10, *k]),
+            Step::CrashDuringRecovery { k } => digest_words(hasher, &[11, *k]),
+            Step::Fault(fault) => digest_fault(hasher, 12, fault),
         }
-    }
-}
-
-fn write_all(hasher: &mut StableHasher, words: &[u64]) {
-    for &word in words {
-        hasher.write_u64(word);
     }
 }
 
@@ -139,25 +125,21 @@ pub enum Observed {
 
 impl Digest for Observed {
     fn digest_into(&self, hasher: &mut StableHasher) {
-        let text = |hasher: &mut StableHasher, code: u64, text: &str| {
-            hasher.write_u64(code);
-            hasher.write(text.as_bytes());
-        };
         match self {
             Observed::Committed => hasher.write_u64(1),
             Observed::Aborted => hasher.write_u64(2),
-            Observed::Read { entries, hash } => write_all(hasher, &[3, *entries, *hash]),
-            Observed::Compacted { compacted } => write_all(hasher, &[4, u64::from(*compacted)]),
-            Observed::Integrity { clean } => write_all(hasher, &[5, u64::from(*clean)]),
+            Observed::Read { entries, hash } => digest_words(hasher, &[3, *entries, *hash]),
+            Observed::Compacted { compacted } => digest_words(hasher, &[4, u64::from(*compacted)]),
+            Observed::Integrity { clean } => digest_words(hasher, &[5, u64::from(*clean)]),
             Observed::SnapshotOpen => hasher.write_u64(6),
-            Observed::Error { error } => text(hasher, 7, error),
-            Observed::Recovered { entries, repairs } => write_all(hasher, &[8, *entries, *repairs]),
-            Observed::Unavailable { reason } => text(hasher, 9, reason),
+            Observed::Error { error } => digest_text(hasher, 7, error),
+            Observed::Recovered { entries, repairs } => digest_words(hasher, &[8, *entries, *repairs]),
+            Observed::Unavailable { reason } => digest_text(hasher, 9, reason),
             Observed::Skipped => hasher.write_u64(10),
-            Observed::Armed { k } => write_all(hasher, &[11, *k]),
+            Observed::Armed { k } => digest_words(hasher, &[11, *k]),
             Observed::Injected => hasher.write_u64(12),
             Observed::CutByCrash { op, path } => {
-                text(hasher, 13, op);
+                digest_text(hasher, 13, op);
                 hasher.write(path.as_bytes());
             }
         }

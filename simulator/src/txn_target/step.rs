@@ -6,7 +6,7 @@ use env::{ExplicitFault, StableHasher};
 use serde::{Deserialize, Serialize};
 
 use crate::engine_target::ValueSpec;
-use crate::target::{Digest, Observation};
+use crate::target::{Digest, Observation, digest_fault, digest_text, digest_words};
 
 /// Which client issued a step (each client has at most one transaction open or in flight).
 pub type ClientId = u32;
@@ -66,26 +66,20 @@ impl Step {
     }
 }
 
-pub(super) fn write_all(hasher: &mut StableHasher, words: &[u64]) {
-    for &word in words {
-        hasher.write_u64(word);
-    }
-}
-
 impl Digest for Step {
     fn digest_into(&self, hasher: &mut StableHasher) {
         let client = u64::from(self.client().unwrap_or(u32::MAX));
         match self {
-            Step::Begin { read_only, .. } => write_all(hasher, &[1, client, u64::from(*read_only)]),
-            Step::Get { key, .. } => write_all(hasher, &[2, client, u64::from(*key)]),
+            Step::Begin { read_only, .. } => digest_words(hasher, &[1, client, u64::from(*read_only)]),
+            Step::Get { key, .. } => digest_words(hasher, &[2, client, u64::from(*key)]),
             Step::Put { key, value, .. } => {
-                write_all(hasher, &[3, client, u64::from(*key), value.id, u64::from(value.len)]);
+                digest_words(hasher, &[3, client, u64::from(*key), value.id, u64::from(value.len)]);
             }
-            Step::Delete { key, .. } => write_all(hasher, &[4, client, u64::from(*key)]),
-            Step::Scan { start, end, .. } => write_all(hasher, &[5, client, u64::from(*start), u64::from(*end)]),
-            Step::Commit { .. } => write_all(hasher, &[6, client]),
-            Step::Ack { .. } => write_all(hasher, &[7, client]),
-            Step::Rollback { .. } => write_all(hasher, &[8, client]),
+            Step::Delete { key, .. } => digest_words(hasher, &[4, client, u64::from(*key)]),
+            Step::Scan { start, end, .. } => digest_words(hasher, &[5, client, u64::from(*start), u64::from(*end)]),
+            Step::Commit { .. } => digest_words(hasher, &[6, client]),
+            Step::Ack { .. } => digest_words(hasher, &[7, client]),
+            Step::Rollback { .. } => digest_words(hasher, &[8, client]),
             Step::RunTask { name } => {
                 hasher.write_u64(9);
                 hasher.write(name.as_bytes());
@@ -93,16 +87,8 @@ impl Digest for Step {
             Step::Flush => hasher.write_u64(10),
             Step::Compact => hasher.write_u64(11),
             Step::Crash => hasher.write_u64(12),
-            Step::CrashAtIo { k } => write_all(hasher, &[13, *k]),
-            Step::Fault(fault) => {
-                let (code, path, offset) = match fault {
-                    ExplicitFault::FailNextSync { path } => (1, path, 0),
-                    ExplicitFault::FailNextWrite { path } => (2, path, 0),
-                    ExplicitFault::FlipBit { path, offset } => (3, path, *offset),
-                };
-                write_all(hasher, &[14, code, offset]);
-                hasher.write(path.as_os_str().as_encoded_bytes());
-            }
+            Step::CrashAtIo { k } => digest_words(hasher, &[13, *k]),
+            Step::Fault(fault) => digest_fault(hasher, 14, fault),
             Step::Reopen => hasher.write_u64(15),
         }
     }
@@ -150,40 +136,36 @@ pub enum Observed {
 
 impl Digest for Observed {
     fn digest_into(&self, hasher: &mut StableHasher) {
-        let text = |hasher: &mut StableHasher, code: u64, text: &str| {
-            hasher.write_u64(code);
-            hasher.write(text.as_bytes());
-        };
         match self {
             Observed::Ok => hasher.write_u64(1),
-            Observed::Began { txn, snapshot } => write_all(hasher, &[2, *txn, *snapshot]),
+            Observed::Began { txn, snapshot } => digest_words(hasher, &[2, *txn, *snapshot]),
             Observed::Value { value } => match value {
-                None => write_all(hasher, &[3, 0]),
-                Some(spec) => write_all(hasher, &[3, 1, spec.id, u64::from(spec.len)]),
+                None => digest_words(hasher, &[3, 0]),
+                Some(spec) => digest_words(hasher, &[3, 1, spec.id, u64::from(spec.len)]),
             },
-            Observed::Scan { entries, hash } => write_all(hasher, &[4, *entries, *hash]),
-            Observed::Submitted { txn, last_sequence } => write_all(hasher, &[5, *txn, *last_sequence]),
-            Observed::Committed { txn } => write_all(hasher, &[6, *txn]),
-            Observed::Acked { txn } => write_all(hasher, &[7, *txn]),
-            Observed::RolledBack { txn } => write_all(hasher, &[8, *txn]),
+            Observed::Scan { entries, hash } => digest_words(hasher, &[4, *entries, *hash]),
+            Observed::Submitted { txn, last_sequence } => digest_words(hasher, &[5, *txn, *last_sequence]),
+            Observed::Committed { txn } => digest_words(hasher, &[6, *txn]),
+            Observed::Acked { txn } => digest_words(hasher, &[7, *txn]),
+            Observed::RolledBack { txn } => digest_words(hasher, &[8, *txn]),
             Observed::Aborted { txn, reason } => {
-                write_all(hasher, &[9, *txn]);
+                digest_words(hasher, &[9, *txn]);
                 hasher.write(reason.as_bytes());
             }
-            Observed::Error { class } => text(hasher, 10, class),
-            Observed::Unavailable { reason } => text(hasher, 11, reason),
+            Observed::Error { class } => digest_text(hasher, 10, class),
+            Observed::Unavailable { reason } => digest_text(hasher, 11, reason),
             Observed::Skipped => hasher.write_u64(12),
             Observed::Task { name, done } => {
-                write_all(hasher, &[13, u64::from(*done)]);
+                digest_words(hasher, &[13, u64::from(*done)]);
                 hasher.write(name.as_bytes());
             }
             Observed::Recovered { last_sequence, present, absent } => {
-                write_all(hasher, &[14, *last_sequence, *present, *absent]);
+                digest_words(hasher, &[14, *last_sequence, *present, *absent]);
             }
-            Observed::Armed { k } => write_all(hasher, &[15, *k]),
+            Observed::Armed { k } => digest_words(hasher, &[15, *k]),
             Observed::Injected => hasher.write_u64(16),
             Observed::CutByCrash { op, path } => {
-                text(hasher, 17, op);
+                digest_text(hasher, 17, op);
                 hasher.write(path.as_bytes());
             }
         }
