@@ -149,7 +149,7 @@ impl EngineTarget {
     /// Read new fault records: set `damaged` and `excused` as the rule table says.
     fn poll_faults(&mut self) {
         for kind in self.faults.poll(&self.env) {
-            self.damaged |= damages_data(kind);
+            self.damaged |= kind.destroys_data();
             self.excused |= excuses_errors(kind);
             self.corruption_excused |= kind == FaultKind::ReadCorruption;
         }
@@ -329,12 +329,8 @@ impl EngineTarget {
     }
 }
 
-/// Does a fault of this kind damage durable data (rule table: *damaged*)?
-pub fn damages_data(kind: FaultKind) -> bool {
-    matches!(kind, FaultKind::LatentSector | FaultKind::MisdirectedWrite | FaultKind::ExplicitCorruption)
-}
-
-/// May a fault of this kind make an engine call fail (rule table: *errors allowed*)?
+/// May a fault of this kind make a call of the system under test fail (rule table: *errors allowed*)? Every
+/// target uses this; which faults *damage* data is `FaultKind::destroys_data`, the disk model's own answer.
 pub fn excuses_errors(kind: FaultKind) -> bool {
     !matches!(
         kind,

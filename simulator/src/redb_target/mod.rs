@@ -48,7 +48,7 @@ pub use self::plan::{FaultProfile, RedbPlan, profile_of, swarm_config};
 pub use self::simplify::RedbSimplify;
 pub use self::step::{Observed, Step, WriteOp};
 use crate::config::{SwarmConfig, healed_faults};
-use crate::engine_target::{ValueSpec, parse_key, sig_of};
+use crate::engine_target::{ValueSpec, excuses_errors, parse_key, sig_of};
 use crate::target::{Coverage, FailureKind, FaultTracker, Target, Violation};
 
 /// The directory of redb's file inside the simulated world.
@@ -167,14 +167,6 @@ fn first_difference(expected: &BTreeMap<u32, u64>, actual: &BTreeMap<u32, u64>) 
             actual.len()
         ),
     }
-}
-
-/// Does a fault of this kind make redb errors legitimate (everything but crash effects and latency)?
-pub fn excuses_errors(kind: FaultKind) -> bool {
-    !matches!(
-        kind,
-        FaultKind::Latency | FaultKind::CrashDroppedWrite | FaultKind::CrashTornWrite | FaultKind::CrashDroppedMetadata
-    )
 }
 
 impl RedbTarget {

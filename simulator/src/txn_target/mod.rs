@@ -71,7 +71,7 @@ pub use self::step::{ClientId, Observed, Step};
 use crate::config::{SwarmConfig, healed_faults};
 use crate::dsg::{Cycle, DependencyGraph, Edge, EdgeKind, TxnId};
 use crate::engine_target::{DB_DIR, EngineTarget, OPEN_ATTEMPTS_MAX, RECOVERY_ROUNDS_MAX, TASK_DRAIN_STEPS_MAX};
-use crate::engine_target::{damages_data, excuses_errors, key_bytes};
+use crate::engine_target::{excuses_errors, key_bytes};
 use crate::runner::Failure;
 use crate::target::{Coverage, FailureKind, FaultTracker, Target, Violation};
 
@@ -254,7 +254,7 @@ impl TxnTarget {
 
     fn poll_faults(&mut self) {
         for kind in self.faults.poll(&self.env) {
-            self.damaged |= damages_data(kind);
+            self.damaged |= kind.destroys_data();
             self.excused |= excuses_errors(kind);
             self.corruption_excused |= kind == FaultKind::ReadCorruption;
         }
