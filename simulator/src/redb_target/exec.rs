@@ -5,11 +5,11 @@ use std::hash::Hasher;
 use std::path::{Path, PathBuf};
 
 use env::{DeterministicRng, ExplicitFault, Op, StableHasher};
-use redb::{Database, Durability, ReadableDatabase, TableError};
+use redb::{Database, Durability, ReadableDatabase};
 
 use super::plan::RedbPlan;
 use super::step::{Observed, Step, WriteOp};
-use super::{DB_PATH, ReadFailure, RedbTarget, State, TABLE, read_state, signatures};
+use super::{DB_PATH, ReadFailure, RedbTarget, State, TABLE, open_table, read_state, signatures};
 use crate::config::SwarmConfig;
 use crate::engine_target::{ValueSpec, key_bytes, parse_key, sig_of, value_bytes};
 use crate::target::{FailureKind, Violation};
@@ -63,11 +63,7 @@ fn hash_entries(entries: &BTreeMap<u32, u64>) -> u64 {
 /// `get` of each key in one read transaction.
 fn read_keys(db: &Database, keys: &[u32]) -> Result<BTreeMap<u32, u64>, redb::Error> {
     let txn = db.begin_read()?;
-    let table = match txn.open_table(TABLE) {
-        Ok(table) => table,
-        Err(TableError::TableDoesNotExist(_)) => return Ok(BTreeMap::new()),
-        Err(error) => return Err(error.into()),
-    };
+    let Some(table) = open_table(&txn)? else { return Ok(BTreeMap::new()) };
     let mut found = BTreeMap::new();
     for &key in keys {
         if let Some(value) = table.get(key_bytes(key).as_slice())? {
@@ -80,11 +76,7 @@ fn read_keys(db: &Database, keys: &[u32]) -> Result<BTreeMap<u32, u64>, redb::Er
 /// `range(key(start)..key(end))` in one read transaction.
 fn read_range(db: &Database, start: u32, end: u32) -> Result<BTreeMap<u32, u64>, redb::Error> {
     let txn = db.begin_read()?;
-    let table = match txn.open_table(TABLE) {
-        Ok(table) => table,
-        Err(TableError::TableDoesNotExist(_)) => return Ok(BTreeMap::new()),
-        Err(error) => return Err(error.into()),
-    };
+    let Some(table) = open_table(&txn)? else { return Ok(BTreeMap::new()) };
     let (low, high) = (key_bytes(start), key_bytes(end));
     let mut found = BTreeMap::new();
     for entry in table.range(low.as_slice()..high.as_slice())? {

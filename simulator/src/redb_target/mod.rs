@@ -113,13 +113,21 @@ enum ReadFailure {
     ForeignKey(Vec<u8>),
 }
 
+/// The workload's table, read-only.
+type Table = redb::ReadOnlyTable<&'static [u8], &'static [u8]>;
+
+/// The workload's table as `txn` sees it; `None` before the first commit created it (an empty table).
+fn open_table(txn: &redb::ReadTransaction) -> Result<Option<Table>, redb::Error> {
+    match txn.open_table(TABLE) {
+        Ok(table) => Ok(Some(table)),
+        Err(TableError::TableDoesNotExist(_)) => Ok(None),
+        Err(error) => Err(error.into()),
+    }
+}
+
 /// The state a read transaction sees: every entry of the table.
 fn read_state(txn: &redb::ReadTransaction, key_count: u32) -> Result<BTreeMap<u32, u64>, ReadFailure> {
-    let table = match txn.open_table(TABLE) {
-        Ok(table) => table,
-        Err(TableError::TableDoesNotExist(_)) => return Ok(BTreeMap::new()),
-        Err(error) => return Err(ReadFailure::Redb(error.into())),
-    };
+    let Some(table) = open_table(txn).map_err(ReadFailure::Redb)? else { return Ok(BTreeMap::new()) };
     let mut state = BTreeMap::new();
     for entry in table.iter().map_err(|error| ReadFailure::Redb(error.into()))? {
         let (key, value) = entry.map_err(|error| ReadFailure::Redb(error.into()))?;
