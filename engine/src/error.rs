@@ -3,6 +3,8 @@
 use std::fmt;
 use std::path::PathBuf;
 
+use crate::ssi::ConflictCause;
+
 /// A decoder's complaint about bytes, before the caller knows which file they came from.
 /// Every `decode_*` function is pure and returns this on any bad input; the caller turns it into
 /// [`Error::Corruption`] with the file's path and the absolute offset.
@@ -51,8 +53,8 @@ pub enum Error {
     Closed { reason: String },
     /// An argument is not acceptable (an empty key, a key or value over its size limit).
     InvalidArgument { message: String },
-    /// A serialization failure: the transaction must be retried. `reason` names the keys or ranges.
-    Conflict { reason: String },
+    /// A serialization failure: the transaction must be retried. `cause` says why, and names the key.
+    Conflict { cause: ConflictCause },
 }
 
 impl Error {
@@ -88,7 +90,7 @@ impl fmt::Display for Error {
             Error::Locked { path } => write!(f, "database is locked by another instance ({})", path.display()),
             Error::Closed { reason } => write!(f, "database is closed: {reason}"),
             Error::InvalidArgument { message } => write!(f, "invalid argument: {message}"),
-            Error::Conflict { reason } => write!(f, "serialization conflict: {reason}"),
+            Error::Conflict { cause } => write!(f, "serialization conflict: {cause}"),
         }
     }
 }
@@ -104,3 +106,15 @@ impl std::error::Error for Error {
 
 /// `Result` with [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_conflict_displays_its_cause_after_the_old_prefix() {
+        let error = Error::Conflict { cause: ConflictCause::WriteWrite { key: b"k".to_vec() } };
+        assert_eq!(error.to_string(), "serialization conflict: write-write conflict on \"k\": first committer wins");
+        assert!(error.is_conflict());
+    }
+}

@@ -27,6 +27,7 @@ pub mod wal;
 pub use db::{Db, FILE_NUMBER_MAX, Stats};
 pub use error::{DecodeError, Error, Result};
 pub use options::{Options, SyncMode};
+pub use ssi::ConflictCause;
 pub use txn::{COMMIT_WAITS_MAX, CommitTicket, ReadTransaction, ScanIter, Transaction};
 pub use types::{
     Entry, InternalKey, KEY_SIZE_BYTES_MAX, Lookup, SEQUENCE_MAX, Sequence, VALUE_SIZE_BYTES_MAX, ValueKind,

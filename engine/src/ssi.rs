@@ -20,6 +20,7 @@
 //! the next sequence when it is validated, even though it becomes visible only when its log record is synced.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
 
 use crate::types::Sequence;
 
@@ -45,7 +46,95 @@ impl KeyRange {
 /// Why a transaction must abort.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Conflict {
-    pub reason: String,
+    /// The cause, as the tracker found it (the engine reports it as [`crate::Error::Conflict`]).
+    pub cause: ConflictCause,
+}
+
+/// Why the conflict tracker made a transaction abort: a serialization failure, kept as data (the key as bytes);
+/// its [`Display`](fmt::Display) renders the message. See the module docs for the rules behind each cause.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ConflictCause {
+    /// First committer wins: a transaction that committed after this one's snapshot also wrote `key`, which this
+    /// one writes. Found at this transaction's commit.
+    WriteWrite {
+        /// The first key of this transaction's writes (in the order given to commit) that the other also wrote.
+        key: Vec<u8>,
+    },
+    /// A read found a version of `key` committed after the reader's snapshot (an rw antidependency, read after
+    /// commit) and that edge closed a dangerous structure. The victim (this transaction) is the reader, or the
+    /// transaction whose rw edge leads into the reader; it learns of it at its next operation.
+    ReadWrite {
+        /// The key read; for a scan, the start of the scanned range.
+        key: Vec<u8>,
+    },
+    /// Another transaction's commit wrote `key`, which a concurrent transaction had read (an rw antidependency,
+    /// write after concurrent read), and that closed a dangerous structure whose victim is not the committer (it
+    /// committed first) but this transaction: the reader, or the transaction whose rw edge leads into the reader.
+    /// It learns of it at its next operation.
+    ReadWriteCommittedFirst {
+        /// The key the committer wrote and the reader had read (or scanned over).
+        key: Vec<u8>,
+    },
+    /// At this transaction's commit, its write of `key` completed an rw antidependency from a concurrent reader
+    /// that closed a dangerous structure with this transaction as the victim.
+    DangerousStructure {
+        /// The key this transaction writes that the concurrent reader had read (or scanned over).
+        key: Vec<u8>,
+    },
+    /// Fekete's read-only anomaly guard at a writer's commit: an open read-only transaction sees a commit that
+    /// this writer must precede (this writer has an rw antidependency to it), so this writer aborts.
+    ReadOnlyGuard {
+        /// A key this writer read that the committed transaction it must precede overwrote; if none is left in the
+        /// tracker, the first key this writer writes.
+        key: Vec<u8>,
+    },
+}
+
+impl ConflictCause {
+    /// The key the conflict is on, where the cause has one (every cause today has one).
+    pub fn key(&self) -> Option<&[u8]> {
+        match self {
+            ConflictCause::WriteWrite { key }
+            | ConflictCause::ReadWrite { key }
+            | ConflictCause::ReadWriteCommittedFirst { key }
+            | ConflictCause::DangerousStructure { key }
+            | ConflictCause::ReadOnlyGuard { key } => Some(key),
+        }
+    }
+
+    /// A stable short name of the cause, for counters and reports: `ww`, `rw` (both rw causes), `dangerous` or
+    /// `read_only_guard`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ConflictCause::WriteWrite { .. } => "ww",
+            ConflictCause::ReadWrite { .. } | ConflictCause::ReadWriteCommittedFirst { .. } => "rw",
+            ConflictCause::DangerousStructure { .. } => "dangerous",
+            ConflictCause::ReadOnlyGuard { .. } => "read_only_guard",
+        }
+    }
+}
+
+impl fmt::Display for ConflictCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConflictCause::WriteWrite { key } => {
+                write!(f, "write-write conflict on {}: first committer wins", render(key))
+            }
+            ConflictCause::ReadWrite { key } => write!(f, "rw conflict on {}", render(key)),
+            ConflictCause::ReadWriteCommittedFirst { key } => {
+                write!(f, "rw conflict on {} with a transaction that committed first", render(key))
+            }
+            ConflictCause::DangerousStructure { key } => {
+                write!(f, "dangerous structure through rw conflict on {}", render(key))
+            }
+            ConflictCause::ReadOnlyGuard { key } => write!(
+                f,
+                "rw conflict on {}: an open read-only transaction sees a commit this writer must precede",
+                render(key)
+            ),
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -63,7 +152,7 @@ struct TxnRecord {
     snapshot: Sequence,
     read_only: bool,
     status: Status,
-    doomed: Option<String>,
+    doomed: Option<ConflictCause>,
     reads: BTreeSet<Vec<u8>>,
     ranges: Vec<KeyRange>,
     writes: BTreeSet<Vec<u8>>,
@@ -206,7 +295,7 @@ impl ConflictTracker {
 
     fn check_doomed(&self, txn: TxnId) -> Result<(), Conflict> {
         match &self.record(txn).doomed {
-            Some(reason) => Err(Conflict { reason: reason.clone() }),
+            Some(cause) => Err(Conflict { cause: cause.clone() }),
             None => Ok(()),
         }
     }
@@ -269,7 +358,7 @@ impl ConflictTracker {
         for &writer in writers {
             self.add_edge(reader, writer);
             if let Some(victim) = self.find_victim(reader, writer) {
-                self.doom(victim, format!("rw conflict on {}", render(key)));
+                self.doom(victim, ConflictCause::ReadWrite { key: key.to_vec() });
             }
         }
         self.check_doomed(reader)
@@ -325,11 +414,11 @@ impl ConflictTracker {
         }
     }
 
-    fn doom(&mut self, victim: TxnId, reason: String) {
+    fn doom(&mut self, victim: TxnId, cause: ConflictCause) {
         let record = self.txns.get_mut(&victim).expect("victim");
         assert!(record.is_active() && !record.read_only, "only an active writer can be a victim");
         if record.doomed.is_none() {
-            record.doomed = Some(reason);
+            record.doomed = Some(cause);
             self.stats.doomed += 1;
         }
     }
@@ -358,9 +447,7 @@ impl ConflictTracker {
             let clash = self.committed_writers_after(snapshot, |w| w.contains(key.as_slice()), txn);
             if !clash.is_empty() {
                 self.stats.ww_aborts += 1;
-                return Err(Conflict {
-                    reason: format!("write-write conflict on {}: first committer wins", render(key)),
-                });
+                return Err(Conflict { cause: ConflictCause::WriteWrite { key: key.clone() } });
             }
         }
         self.txns.get_mut(&txn).expect("committer").writes = writes.iter().cloned().collect();
@@ -381,21 +468,15 @@ impl ConflictTracker {
             if let Some(victim) = victim {
                 if victim == txn {
                     self.stats.dangerous_aborts += 1;
-                    return Err(Conflict {
-                        reason: format!("dangerous structure through rw conflict on {}", render(&key)),
-                    });
+                    return Err(Conflict { cause: ConflictCause::DangerousStructure { key } });
                 }
-                self.doom(victim, format!("rw conflict on {} with a transaction that committed first", render(&key)));
+                self.doom(victim, ConflictCause::ReadWriteCommittedFirst { key });
             }
         }
         if !writes.is_empty() && self.read_only_guard_trips(txn) {
             self.stats.read_only_guard_aborts += 1;
             let key = self.guard_key(txn).unwrap_or_else(|| writes[0].clone());
-            let reason = format!(
-                "rw conflict on {}: an open read-only transaction sees a commit this writer must precede",
-                render(&key)
-            );
-            return Err(Conflict { reason });
+            return Err(Conflict { cause: ConflictCause::ReadOnlyGuard { key } });
         }
         Ok(())
     }
@@ -506,9 +587,135 @@ fn overlaps_commit(record: &TxnRecord, snapshot: Sequence) -> bool {
     record.end().is_none_or(|end| end > snapshot)
 }
 
+/// A key in a message: quoted text if it is printable UTF-8, else hex.
 fn render(key: &[u8]) -> String {
     match std::str::from_utf8(key) {
         Ok(text) if text.chars().all(|c| !c.is_control()) => format!("{text:?}"),
         _ => format!("0x{}", key.iter().map(|b| format!("{b:02x}")).collect::<String>()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every cause, on `key`, with the message the tracker formatted before causes were values (the same text).
+    fn causes(key: &[u8], shown: &str) -> Vec<(ConflictCause, String, &'static str)> {
+        let key = key.to_vec();
+        vec![
+            (
+                ConflictCause::WriteWrite { key: key.clone() },
+                format!("write-write conflict on {shown}: first committer wins"),
+                "ww",
+            ),
+            (ConflictCause::ReadWrite { key: key.clone() }, format!("rw conflict on {shown}"), "rw"),
+            (
+                ConflictCause::ReadWriteCommittedFirst { key: key.clone() },
+                format!("rw conflict on {shown} with a transaction that committed first"),
+                "rw",
+            ),
+            (
+                ConflictCause::DangerousStructure { key: key.clone() },
+                format!("dangerous structure through rw conflict on {shown}"),
+                "dangerous",
+            ),
+            (
+                ConflictCause::ReadOnlyGuard { key },
+                format!("rw conflict on {shown}: an open read-only transaction sees a commit this writer must precede"),
+                "read_only_guard",
+            ),
+        ]
+    }
+
+    #[test]
+    fn conflict_cause_display_is_the_old_message_text() {
+        let expected = [
+            "write-write conflict on \"k000001\": first committer wins",
+            "rw conflict on \"k000001\"",
+            "rw conflict on \"k000001\" with a transaction that committed first",
+            "dangerous structure through rw conflict on \"k000001\"",
+            "rw conflict on \"k000001\": an open read-only transaction sees a commit this writer must precede",
+        ];
+        let shown: Vec<String> =
+            causes(b"k000001", "\"k000001\"").iter().map(|(cause, _, _)| cause.to_string()).collect();
+        assert_eq!(shown, expected);
+        // Keys that are not printable text are shown in hex, as before.
+        for (key, rendered) in [(&b"\x00\xffa"[..], "0x00ff61"), (b"a\nb", "0x610a62"), (b"", "\"\"")] {
+            for (cause, text, _) in causes(key, rendered) {
+                assert_eq!(cause.to_string(), text, "{cause:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn conflict_cause_name_and_key() {
+        for (cause, _, name) in causes(b"x", "\"x\"") {
+            assert_eq!(cause.name(), name, "{cause:?}");
+            assert_eq!(cause.key(), Some(&b"x"[..]), "{cause:?}");
+        }
+    }
+
+    fn keys(keys: &[&str]) -> Vec<Vec<u8>> {
+        keys.iter().map(|key| key.as_bytes().to_vec()).collect()
+    }
+
+    fn cause(result: Result<(), Conflict>) -> ConflictCause {
+        result.expect_err("a conflict").cause
+    }
+
+    #[test]
+    fn the_tracker_reports_write_write_as_a_value() {
+        let mut tracker = ConflictTracker::new();
+        let (t1, t2) = (tracker.begin(0, false), tracker.begin(0, false));
+        tracker.commit(t1, &keys(&["x"]), 1).unwrap();
+        let found = cause(tracker.commit(t2, &keys(&["a", "x"]), 2));
+        assert_eq!(found, ConflictCause::WriteWrite { key: b"x".to_vec() });
+        assert_eq!(tracker.stats.ww_aborts, 1);
+    }
+
+    #[test]
+    fn the_tracker_reports_a_dangerous_structure_at_commit_as_a_value() {
+        // Write skew: both read x and y, t1 writes x, t2 writes y.
+        let mut tracker = ConflictTracker::new();
+        let (t1, t2) = (tracker.begin(0, false), tracker.begin(0, false));
+        for txn in [t1, t2] {
+            tracker.on_read(txn, b"x").unwrap();
+            tracker.on_read(txn, b"y").unwrap();
+        }
+        tracker.commit(t1, &keys(&["x"]), 1).unwrap();
+        let found = cause(tracker.commit(t2, &keys(&["y"]), 2));
+        assert_eq!(found, ConflictCause::DangerousStructure { key: b"y".to_vec() });
+        assert_eq!(tracker.stats.dangerous_aborts, 1);
+    }
+
+    #[test]
+    fn the_tracker_reports_an_rw_conflict_at_a_read_as_a_value() {
+        // t1 -> t0 (t1 read z, t0 wrote it and committed first), then t2 reads y that t1 wrote: t2 -> t1 -> t0,
+        // and t2 is the only one left to abort. It is doomed, and stays doomed for its next operation.
+        let mut tracker = ConflictTracker::new();
+        let (t0, t1, t2) = (tracker.begin(0, false), tracker.begin(0, false), tracker.begin(0, false));
+        tracker.on_read(t1, b"z").unwrap();
+        tracker.commit(t0, &keys(&["z"]), 1).unwrap();
+        tracker.commit(t1, &keys(&["y"]), 2).unwrap();
+        let expected = ConflictCause::ReadWrite { key: b"y".to_vec() };
+        assert_eq!(cause(tracker.on_read(t2, b"y")), expected);
+        assert_eq!(cause(tracker.check_doomed_public(t2)), expected);
+        assert_eq!(cause(tracker.commit(t2, &keys(&["w"]), 3)), expected);
+    }
+
+    #[test]
+    fn the_tracker_reports_the_read_only_guard_as_a_value() {
+        // t2 read y; t1 overwrote y and committed (t2 -> t1); a read-only reader sees t1; t2's commit must abort.
+        let mut tracker = ConflictTracker::new();
+        let (t1, t2) = (tracker.begin(0, false), tracker.begin(0, false));
+        tracker.on_read(t2, b"x").unwrap();
+        tracker.on_read(t2, b"y").unwrap();
+        tracker.commit(t1, &keys(&["y"]), 1).unwrap();
+        tracker.set_visible(1);
+        let reader = tracker.begin(1, true);
+        let found = cause(tracker.commit(t2, &keys(&["x"]), 2));
+        assert_eq!(found, ConflictCause::ReadOnlyGuard { key: b"y".to_vec() });
+        assert_eq!(tracker.stats.read_only_guard_aborts, 1);
+        tracker.finish(reader, 1).unwrap();
     }
 }

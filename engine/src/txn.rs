@@ -40,7 +40,7 @@ pub struct CommitTicket {
 }
 
 fn conflict(conflict: Conflict) -> Error {
-    Error::Conflict { reason: conflict.reason }
+    Error::Conflict { cause: conflict.cause }
 }
 
 /// Turn a range of borrowed keys into the tracker's `[start, end)` form.

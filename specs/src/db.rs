@@ -28,8 +28,8 @@ use std::fmt::Write as _;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Once;
 
-use engine::Sequence;
 use engine::ssi::{Conflict, ConflictTracker, KeyRange, TxnId};
+use engine::{ConflictCause, Sequence};
 
 /// A model key: key `k` is the engine key `[b'a' + k]`.
 pub type Key = u8;
@@ -117,12 +117,11 @@ pub enum Cause {
 
 impl Cause {
     fn of(conflict: &Conflict) -> Self {
-        if conflict.reason.contains("write-write") {
-            Cause::WriteWrite
-        } else if conflict.reason.contains("read-only") {
-            Cause::ReadOnlyGuard
-        } else {
-            Cause::ReadWrite
+        match conflict.cause {
+            ConflictCause::WriteWrite { .. } => Cause::WriteWrite,
+            ConflictCause::ReadOnlyGuard { .. } => Cause::ReadOnlyGuard,
+            // The rw causes (at a read, at another's commit, a dangerous structure at this commit), and any later.
+            _ => Cause::ReadWrite,
         }
     }
 }
@@ -455,7 +454,7 @@ impl DbState {
             None => false,
             Some(Ok(())) => true,
             Some(Err(conflict)) if read_only => {
-                self.failures.push(format!("read-only T{slot} got a conflict on a read: {}", conflict.reason));
+                self.failures.push(format!("read-only T{slot} got a conflict on a read: {}", conflict.cause));
                 false
             }
             Some(Err(conflict)) => {
@@ -516,7 +515,7 @@ impl DbState {
             match finished {
                 Ok(()) => self.txns[slot].status = Status::Finished { end },
                 Err(conflict) if read_only => {
-                    self.failures.push(format!("read-only T{slot} got a conflict at its end: {}", conflict.reason));
+                    self.failures.push(format!("read-only T{slot} got a conflict at its end: {}", conflict.cause));
                 }
                 // `finish` aborted it already.
                 Err(conflict) => self.aborted(slot, Cause::of(&conflict)),

@@ -14,9 +14,9 @@ pub struct Holdfast {
 }
 
 fn map(e: engine::Error) -> BErr {
-    // Move the reason out: formatting the error on every abort would charge the harness's cost to the engine.
+    // Render only the cause (once per abort, the text the workloads report), not the whole error.
     match e {
-        engine::Error::Conflict { reason } => BErr::Conflict(reason),
+        engine::Error::Conflict { cause } => BErr::Conflict(cause.to_string()),
         other => BErr::Other(other.to_string()),
     }
 }

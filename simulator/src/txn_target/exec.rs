@@ -32,26 +32,6 @@ fn error_class(error: &engine::Error) -> String {
     }
 }
 
-/// Does a conflict message name a key (`k` and six digits)?
-pub fn names_key(message: &str) -> bool {
-    message.as_bytes().windows(7).any(|window| window[0] == b'k' && window[1..].iter().all(u8::is_ascii_digit))
-}
-
-/// The cause of a conflict, from its message (for the `txn.aborts.<cause>` counters).
-fn abort_cause(reason: &str) -> &'static str {
-    if reason.contains("write-write") {
-        "ww"
-    } else if reason.contains("dangerous structure") {
-        "dangerous"
-    } else if reason.contains("read-only") {
-        "read_only_guard"
-    } else if reason.contains("rw conflict") {
-        "rw"
-    } else {
-        "other"
-    }
-}
-
 impl TxnTarget {
     /// The next step: a client step or a system step, by the plan's weights, made concrete from the state.
     pub(super) fn generate_step(&mut self, rng: &mut DeterministicRng, config: &SwarmConfig) -> Step {
@@ -635,9 +615,9 @@ impl TxnTarget {
 
     /// A serialization failure ended `record`'s transaction: check it is explained and classify it.
     fn conflict_abort(&mut self, record: TxnRecord, error: &engine::Error) -> Result<Observed, Violation> {
-        let reason = match error {
-            engine::Error::Conflict { reason } => reason.clone(),
-            other => other.to_string(),
+        let (reason, cause) = match error {
+            engine::Error::Conflict { cause } => (cause.to_string(), Some(cause)),
+            other => (other.to_string(), None),
         };
         if record.read_only {
             return Err(Violation::new(
@@ -647,15 +627,15 @@ impl TxnTarget {
                 reason,
             ));
         }
-        if !names_key(&reason) {
+        let Some(cause) = cause.filter(|cause| cause.key().is_some()) else {
             return Err(Violation::new(
                 "abort_explained",
                 FailureKind::Safety,
                 format!("T{}'s conflict error names a key or range", record.id),
                 reason,
             ));
-        }
-        let cause = abort_cause(&reason);
+        };
+        let cause = cause.name();
         self.count("txn.aborts");
         self.count(&format!("txn.aborts.{cause}"));
         if !self.damaged && !self.would_cycle(&record) {
@@ -674,19 +654,5 @@ impl TxnTarget {
             }
         }
         graph.commit(&record.to_committed()).is_some()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn conflict_messages_are_classified() {
-        assert!(names_key("rw conflict on \"k000003\""));
-        assert!(!names_key("an open read-only transaction sees a commit this writer must precede"));
-        assert_eq!(abort_cause("write-write conflict on \"k000001\": first committer wins"), "ww");
-        assert_eq!(abort_cause("dangerous structure through rw conflict on \"k000002\""), "dangerous");
-        assert_eq!(abort_cause("rw conflict on \"k000002\" with a transaction that committed first"), "rw");
     }
 }
