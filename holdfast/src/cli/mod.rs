@@ -1,0 +1,452 @@
+//! The command line as a library: a user's `main.rs` names its targets and calls [`Cli::run`].
+//!
+//! ```no_run
+//! # struct MyTarget;
+//! # fn main() {}
+//! # fn real_main() -> std::process::ExitCode {
+//! # todo!()
+//! // fn main() -> std::process::ExitCode {
+//! //     holdfast::cli::Cli::new("my-sim", "cargo run --release --").target::<MyTarget>().run()
+//! // }
+//! # }
+//! ```
+//!
+//! Every flag works for every registered target: `--seed`, `--seeds` (swarm), `--shard`, `--json`, `--shrink`,
+//! `--save`, `--replay`, `--trace`, `--check-determinism`, `--require-coverage`, `--isolate`, `--bench`,
+//! `--fault-profile` (where the target has the profile), `--canary` (where it has canaries) and `--dot` (where
+//! it renders failures). The first registered target is the default `--target`.
+//!
+//! Structure: [`Args`] parses; [`Mode::from_args`] picks one mode; each mode is one function returning an exit
+//! code (0 pass, 1 failure, 2 bad input). `--shrink` (and `--save`) follow any mode that found a failure.
+
+mod modes;
+mod save;
+mod swarm;
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::builder::PossibleValuesParser;
+use clap::{CommandFactory, FromArgMatches, Parser};
+use env::{Env, File, OpenOptions, RealEnv};
+
+use crate::config::FaultProfile;
+use crate::runner::{RunOptions, STEPS_MAX, install_panic_hook};
+use crate::schedule::SCHEDULE_SIZE_BYTES_MAX;
+use crate::swarm::SWARM_SEEDS_MAX;
+use crate::target::Target;
+
+/// Exit code of a run whose invariants all held.
+pub const EXIT_PASS: u8 = 0;
+/// Exit code of a failing run (or missing required coverage, or non-determinism).
+pub const EXIT_FAIL: u8 = 1;
+/// Exit code of bad input.
+pub const EXIT_BAD_INPUT: u8 = 2;
+/// Where `--save` writes seed files when this environment variable names a directory.
+pub const SEEDS_DIR_ENV_VAR: &str = "SIMULATOR_SEEDS_DIR";
+
+/// Deterministic simulation: runs a system on a simulated disk with seeded faults, crashes and background-work
+/// interleavings, checks invariants after every step, and replays any failure exactly.
+///
+/// Every run ends with `digest: <16 hex digits>`, a hash of every step, its result and the final disk image:
+/// the same seed gives the same digest on every machine and in every process.
+///
+/// Exit codes: 0 pass, 1 an invariant failed (or coverage was missing, or the run was not deterministic),
+/// 2 bad input.
+#[derive(Debug, Parser)]
+#[command(version, long_about)]
+pub struct Args {
+    /// Run this one seed (decimal, or hexadecimal with 0x: `--seed 0xDEADBEEF` is `--seed 3735928559`).
+    /// Defaults to 0. Also read from the SIMULATOR_SEED environment variable.
+    #[arg(long, env = "SIMULATOR_SEED", value_parser = crate::parse_seed)]
+    pub seed: Option<u64>,
+
+    /// Steps per run (the liveness phase and final crash come after them).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(0..=STEPS_MAX))]
+    pub steps: u64,
+
+    /// Run a swarm: every seed in A..B (end exclusive; decimal or 0x-hex), each with its own configuration,
+    /// with a progress bar on stderr and a summary with coverage totals.
+    #[arg(long, value_name = "A..B", value_parser = parse_range)]
+    pub seeds: Option<Range<u64>>,
+
+    /// Swarm: stop at the first failing seed.
+    #[arg(long)]
+    pub stop_on_failure: bool,
+
+    /// Swarm: run each seed in a child process, so that a seed that aborts the whole process (a panic inside a
+    /// destructor while unwinding, say) is reported as a failure of that seed (`no_abort`) instead of ending the
+    /// swarm. On by default where the target asks for it (redb under `--fault-profile beyond`). The swarm digest
+    /// folds each child's digest.
+    #[arg(long)]
+    pub isolate: bool,
+
+    /// Swarm: run only this shard, I/N: seed s runs in shard s mod N.
+    #[arg(long, value_name = "I/N", value_parser = parse_shard)]
+    pub shard: Option<(u64, u64)>,
+
+    /// Swarm: print the summary as one JSON object on stdout (seeds run, failures, coverage totals, required
+    /// and missing coverage, digest), for merging shards.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Swarm: exit 1 if any coverage counter the swarm's configurations require is zero (every enabled fault
+    /// kind, every crash place, BUGGIFY sites fired, the target's own), printing which.
+    #[arg(long)]
+    pub require_coverage: bool,
+
+    /// Replay a schedule JSON file (as written by --save-schedule) or a seed file (as written by --save;
+    /// detected by its fields, and its canary is turned on). The seed and configuration come from the file.
+    #[arg(long, value_name = "FILE")]
+    pub replay: Option<PathBuf>,
+
+    /// Write a JSON-lines trace: one line per step with its result and the running digest.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+
+    /// Write the steps that ran as a schedule JSON file (replay it with --replay).
+    #[arg(long, value_name = "FILE")]
+    pub save_schedule: Option<PathBuf>,
+
+    /// Run twice in this process and compare the digest after every step; report the first diverging step.
+    #[arg(long)]
+    pub check_determinism: bool,
+
+    /// Benchmark: print `steps_per_second: <integer>` for the target (and, where the binary registered a
+    /// real-IO comparison, `speedup_vs_real_io: <float>`).
+    #[arg(long)]
+    pub bench: bool,
+
+    /// Shrink the failure found by --seed, --replay or --seeds (the first failing seed): replay smaller schedules
+    /// and simpler configurations while the failure keeps its signature (invariant and kind), then print the
+    /// minimal schedule, one line per step, `shrunk: <before> -> <after> steps`, and the fresh replay that
+    /// confirms it (its digest last).
+    #[arg(long)]
+    pub shrink: bool,
+
+    /// Shrink budget, in reruns (not time, so the result does not depend on the machine).
+    #[arg(long, value_name = "N", default_value_t = shrinker::RERUNS_DEFAULT)]
+    pub shrink_budget: u64,
+
+    /// With --shrink: save the shrunk failure as the regression seed NAME.json in the target's seeds directory
+    /// (needs --adr), then print its path, replay command and test command. It expects `fail` with its
+    /// signature when a canary is on (a detection seed) or the target pins findings in a system it does not
+    /// maintain, else `pass`: the bug gets fixed and the seed goes green.
+    #[arg(long, value_name = "NAME", requires = "shrink")]
+    pub save: Option<String>,
+
+    /// With --save: the decision record that explains the bug (`ADR-0033`). Required with --save.
+    #[arg(long, value_name = "ADR-XXXX")]
+    pub adr: Option<String>,
+
+    /// With --save: one sentence on the bug, stored in the seed file.
+    #[arg(long, value_name = "TEXT")]
+    pub description: Option<String>,
+
+    /// The system under test (see the list of targets below).
+    #[arg(long)]
+    pub target: Option<String>,
+
+    /// Which faults the simulated disk may inject: `assumed` (the default: what the system's documentation
+    /// assumes of the media; a failure is a bug) or `beyond` (more than that; failures characterise the system).
+    /// Only for targets that define the profile.
+    #[arg(long, value_name = "PROFILE", value_parser = ["assumed", "beyond"])]
+    pub fault_profile: Option<String>,
+
+    /// On a failure the target can draw (a serializability cycle, for the txn target), write the drawing as a
+    /// Graphviz DOT file.
+    #[arg(long, value_name = "FILE")]
+    pub dot: Option<PathBuf>,
+
+    /// Turn this planted bug on for every run, replay and shrink. Only for targets built with canaries.
+    #[arg(long, value_name = "NAME")]
+    pub canary: Option<String>,
+}
+
+impl Args {
+    /// The fault profile asked for (`assumed` unless `--fault-profile` says otherwise).
+    pub fn profile(&self) -> FaultProfile {
+        self.fault_profile.as_deref().map_or(FaultProfile::Assumed, |name| {
+            FaultProfile::parse(name).expect("clap allows only known profile names")
+        })
+    }
+
+    /// The options every run of this command uses.
+    pub fn run_options(&self) -> RunOptions {
+        RunOptions {
+            steps: self.steps,
+            record_trace: self.trace.is_some(),
+            canary: self.canary.clone(),
+            profile: self.profile(),
+            ..RunOptions::default()
+        }
+    }
+}
+
+fn parse_range(text: &str) -> Result<Range<u64>, String> {
+    let (start, end) = text.split_once("..").ok_or_else(|| format!("invalid range {text:?}: want A..B"))?;
+    let (start, end) = (crate::parse_seed(start)?, crate::parse_seed(end)?);
+    if start >= end {
+        return Err(format!("invalid range {text:?}: empty (A must be below B)"));
+    }
+    if end - start > SWARM_SEEDS_MAX {
+        return Err(format!("invalid range {text:?}: more than {SWARM_SEEDS_MAX} seeds"));
+    }
+    Ok(start..end)
+}
+
+fn parse_shard(text: &str) -> Result<(u64, u64), String> {
+    let (index, count) = text.split_once('/').ok_or_else(|| format!("invalid shard {text:?}: want I/N"))?;
+    let index: u64 = index.trim().parse().map_err(|_| format!("invalid shard index in {text:?}"))?;
+    let count: u64 = count.trim().parse().map_err(|_| format!("invalid shard count in {text:?}"))?;
+    if count == 0 || index >= count {
+        return Err(format!("invalid shard {text:?}: need 0 <= I < N"));
+    }
+    Ok((index, count))
+}
+
+/// A target's benchmark that replaces the generic one (`--bench`), returning an exit code.
+pub type BenchFn = fn() -> u8;
+
+/// A registered target, its type erased.
+struct Entry {
+    name: &'static str,
+    about: &'static str,
+    /// The cargo feature the binary needs for this target (printed in commands).
+    feature: Option<&'static str>,
+    /// The package whose `seeds` test replays this target's seed files (printed after `--save`).
+    package: Option<&'static str>,
+    profiles: Vec<FaultProfile>,
+    canaries: fn() -> Vec<&'static str>,
+    bench: Option<BenchFn>,
+    dispatch: fn(&Context<'_>) -> u8,
+}
+
+/// What a mode needs besides its target type: the arguments and how to print commands.
+pub(crate) struct Context<'a> {
+    pub args: &'a Args,
+    cli: &'a Cli,
+    entry: &'a Entry,
+}
+
+/// The command line: a program name, how to re-run it, and its targets.
+pub struct Cli {
+    program: &'static str,
+    command: String,
+    canaries_feature: Option<&'static str>,
+    seeds_dir: PathBuf,
+    entries: Vec<Entry>,
+}
+
+impl std::fmt::Debug for Cli {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.entries.iter().map(|entry| entry.name).collect();
+        f.debug_struct("Cli").field("program", &self.program).field("targets", &names).finish_non_exhaustive()
+    }
+}
+
+impl Cli {
+    /// A command line named `program`, re-run (in printed replay commands) as `command`, e.g.
+    /// `cargo run --release --`. Seeds are saved to `./seeds` unless [`Cli::seeds_dir`] says otherwise.
+    pub fn new(program: &'static str, command: &str) -> Self {
+        Self {
+            program,
+            command: command.trim_end_matches(" --").to_string(),
+            canaries_feature: None,
+            seeds_dir: PathBuf::from("seeds"),
+            entries: Vec::new(),
+        }
+    }
+
+    /// Where `--save` writes seed files (each target in its `SEEDS_SUBDIR`); `$SIMULATOR_SEEDS_DIR` overrides.
+    pub fn seeds_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.seeds_dir = dir.into();
+        self
+    }
+
+    /// The cargo feature that compiles canaries in (added to printed commands when `--canary` is on).
+    pub fn canaries_feature(mut self, feature: &'static str) -> Self {
+        self.canaries_feature = Some(feature);
+        self
+    }
+
+    /// Register target `T` (the first registered is the default `--target`).
+    pub fn target<T: Target>(mut self) -> Self {
+        assert!(self.entries.iter().all(|entry| entry.name != T::NAME), "target {} registered twice", T::NAME);
+        self.entries.push(Entry {
+            name: T::NAME,
+            about: T::ABOUT,
+            feature: None,
+            package: None,
+            profiles: FaultProfile::ALL.into_iter().filter(|&profile| T::fault_menu(profile).is_some()).collect(),
+            canaries: T::canaries,
+            bench: None,
+            dispatch: modes::dispatch::<T>,
+        });
+        self
+    }
+
+    /// The last registered target is compiled in by cargo feature `feature` (printed in commands).
+    pub fn feature(mut self, feature: &'static str) -> Self {
+        self.last().feature = Some(feature);
+        self
+    }
+
+    /// The last registered target's seed files are replayed by package `package`'s `seeds` test.
+    pub fn package(mut self, package: &'static str) -> Self {
+        self.last().package = Some(package);
+        self
+    }
+
+    /// `--bench` for the last registered target runs `bench` instead of the generic swarm throughput.
+    pub fn bench(mut self, bench: BenchFn) -> Self {
+        self.last().bench = Some(bench);
+        self
+    }
+
+    fn last(&mut self) -> &mut Entry {
+        self.entries.last_mut().expect("register a target first")
+    }
+
+    /// Parse the process's arguments, run, and exit with the mode's code.
+    pub fn run(self) -> ExitCode {
+        ExitCode::from(self.run_from(std::env::args_os()))
+    }
+
+    /// Parse `args` (the program name first), run, and return the exit code.
+    pub fn run_from<I, S>(self, args: I) -> u8
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<std::ffi::OsString> + Clone,
+    {
+        assert!(!self.entries.is_empty(), "a command line needs at least one target");
+        let names: Vec<&'static str> = self.entries.iter().map(|entry| entry.name).collect();
+        let mut targets_help = String::from("Targets:\n");
+        for entry in &self.entries {
+            targets_help.push_str(&format!("  {:<10} {}\n", entry.name, entry.about));
+        }
+        let command = Args::command()
+            .name(self.program)
+            .after_long_help(targets_help)
+            .mut_arg("target", |arg| arg.value_parser(PossibleValuesParser::new(names.clone())).default_value(names[0]));
+        let matches = match command.try_get_matches_from(args) {
+            Ok(matches) => matches,
+            Err(error) => {
+                let _ = error.print();
+                return if error.use_stderr() { EXIT_BAD_INPUT } else { EXIT_PASS };
+            }
+        };
+        let args = Args::from_arg_matches(&matches).expect("clap checked the arguments");
+        install_panic_hook();
+        let name = args.target.clone().unwrap_or_else(|| names[0].to_string());
+        let entry = self.entries.iter().find(|entry| entry.name == name).expect("clap allows only known targets");
+        if let Err(error) = check_flags(&args, entry) {
+            return bad_input(&error);
+        }
+        (entry.dispatch)(&Context { args: &args, cli: &self, entry })
+    }
+}
+
+/// Flag combinations clap cannot check.
+fn check_flags(args: &Args, entry: &Entry) -> Result<(), String> {
+    if let Some(name) = &args.canary {
+        check_canary(entry, name)?;
+    }
+    if !entry.profiles.contains(&args.profile()) {
+        return Err(format!("--fault-profile {}: target {} has no such fault profile", args.profile(), entry.name));
+    }
+    if args.save.is_some() {
+        match &args.adr {
+            None => return Err("--save needs --adr ADR-XXXX: the decision record that explains the bug".into()),
+            Some(adr) if !adr.starts_with("ADR-") => {
+                return Err(format!("--adr {adr:?}: want a decision record like ADR-0033"));
+            }
+            Some(_) => {}
+        }
+    }
+    if args.shrink && (args.bench || args.check_determinism) {
+        return Err(
+            "--shrink shrinks a failure of --seed, --replay or --seeds, not of --bench or --check-determinism".into()
+        );
+    }
+    if args.shrink && args.json {
+        return Err("--shrink prints a human report; it cannot be combined with --json".into());
+    }
+    if args.shrink_budget == 0 {
+        return Err("--shrink-budget must be at least 1".into());
+    }
+    Ok(())
+}
+
+fn check_canary(entry: &Entry, name: &str) -> Result<(), String> {
+    let known = (entry.canaries)();
+    if known.is_empty() {
+        return Err(format!(
+            "--canary {name}: target {} has no canaries compiled into this build (build it with its canaries \
+             feature)",
+            entry.name
+        ));
+    }
+    if known.contains(&name) { Ok(()) } else { Err(format!("unknown canary {name:?}; known: {}", known.join(", "))) }
+}
+
+/// Print `error: message` on stderr; the bad-input exit code.
+pub(crate) fn bad_input(message: &str) -> u8 {
+    eprintln!("error: {message}");
+    EXIT_BAD_INPUT
+}
+
+/// Read a text file of at most [`SCHEDULE_SIZE_BYTES_MAX`] bytes.
+pub(crate) fn read_file(path: &Path) -> Result<String, String> {
+    let env = RealEnv::new();
+    let file =
+        env.open(path, OpenOptions::read()).map_err(|error| format!("cannot read {}: {error}", path.display()))?;
+    let len = file.len().map_err(|error| error.to_string())?;
+    if len > SCHEDULE_SIZE_BYTES_MAX {
+        return Err(format!("{} is {len} bytes, above {SCHEDULE_SIZE_BYTES_MAX}", path.display()));
+    }
+    let bytes = file.read_all().map_err(|error| format!("cannot read {}: {error}", path.display()))?;
+    String::from_utf8(bytes).map_err(|_| format!("{} is not UTF-8", path.display()))
+}
+
+/// Write (and sync) a text file.
+pub(crate) fn write_file(path: &Path, text: &str) -> Result<(), String> {
+    let env = RealEnv::new();
+    let file = env
+        .open(path, OpenOptions::create_truncate())
+        .map_err(|error| format!("cannot write {}: {error}", path.display()))?;
+    file.write_all_at(0, text.as_bytes()).map_err(|error| format!("cannot write {}: {error}", path.display()))?;
+    file.sync().map_err(|error| format!("cannot sync {}: {error}", path.display()))
+}
+
+impl Context<'_> {
+    /// The command that re-runs this binary with the features a run needs, ending in `--`.
+    pub fn command(&self) -> String {
+        let mut features: Vec<&str> = Vec::new();
+        if self.args.canary.is_some() {
+            features.extend(self.cli.canaries_feature);
+        }
+        features.extend(self.entry.feature);
+        match features.is_empty() {
+            true => format!("{} --", self.cli.command),
+            false => format!("{} --features {} --", self.cli.command, features.join(",")),
+        }
+    }
+
+    /// `--target NAME --fault-profile P --canary C ` as needed to select the same run again (empty for the
+    /// default target and profile).
+    pub fn selection(&self) -> String {
+        let mut flags = String::new();
+        if self.entry.name != self.cli.entries[0].name {
+            flags.push_str(&format!("--target {} ", self.entry.name));
+        }
+        if let Some(profile) = &self.args.fault_profile {
+            flags.push_str(&format!("--fault-profile {profile} "));
+        }
+        if let Some(canary) = &self.args.canary {
+            flags.push_str(&format!("--canary {canary} "));
+        }
+        flags
+    }
+}

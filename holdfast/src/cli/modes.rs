@@ -1,0 +1,248 @@
+//! One function per mode: a single seed, a replay, a determinism check, the generic benchmark.
+
+use std::path::Path;
+
+use env::{Env, RealEnv};
+
+use super::{Context, EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS, bad_input, read_file, write_file};
+use crate::runner::{Outcome, OutcomeOf, RunOptions, check_determinism, configure, run_schedule, run_target};
+use crate::schedule::{ScheduleOf, parse_schedule, parse_schedule_value};
+use crate::swarm::{SwarmOptions, run_swarm};
+use crate::target::Target;
+
+/// Seeds the generic `--bench` runs.
+pub const BENCH_SEEDS: u64 = 100;
+
+/// What the command line asks for.
+enum Mode {
+    Bench,
+    Replay,
+    Swarm,
+    Determinism(u64),
+    Single(u64),
+}
+
+impl Mode {
+    fn from_args(args: &super::Args) -> Self {
+        if args.bench {
+            Mode::Bench
+        } else if args.replay.is_some() {
+            Mode::Replay
+        } else if args.seeds.is_some() {
+            Mode::Swarm
+        } else if args.check_determinism {
+            Mode::Determinism(args.seed.unwrap_or(0))
+        } else {
+            Mode::Single(args.seed.unwrap_or(0))
+        }
+    }
+}
+
+/// Run the mode the arguments ask for against `T`.
+pub(super) fn dispatch<T: Target>(context: &Context<'_>) -> u8 {
+    match Mode::from_args(context.args) {
+        Mode::Bench => match context.entry.bench {
+            Some(bench) => bench(),
+            None => bench_mode::<T>(context),
+        },
+        Mode::Replay => replay_mode::<T>(context),
+        Mode::Swarm => super::swarm::swarm_mode::<T>(context),
+        Mode::Determinism(seed) => determinism_mode::<T>(context, seed),
+        Mode::Single(seed) => single_mode::<T>(context, seed),
+    }
+}
+
+/// The configuration of a run as printed at its start.
+fn describe<T: Target>(schedule: &ScheduleOf<T>) -> String {
+    format!("{}\n{}: {}", schedule.world, T::NAME, T::describe(&schedule.config))
+}
+
+/// Write the trace and schedule files asked for. False (after printing why) on an IO error.
+fn write_outputs<T: Target>(context: &Context<'_>, outcome: &OutcomeOf<T>) -> bool {
+    if let Some(path) = &context.args.trace {
+        let mut text = outcome.trace.join("\n");
+        text.push('\n');
+        if let Err(error) = write_file(path, &text) {
+            eprintln!("error: {error}");
+            return false;
+        }
+    }
+    if let Some(path) = &context.args.save_schedule {
+        if let Err(error) = write_file(path, &outcome.schedule.to_json()) {
+            eprintln!("error: {error}");
+            return false;
+        }
+        println!("schedule saved: {} ({} steps)", path.display(), outcome.schedule.steps.len());
+    }
+    true
+}
+
+/// With `--dot FILE`, write the target's rendering of the failure.
+fn write_dot<T: Target>(failure: &crate::Failure, dot: Option<&Path>) {
+    let Some(path) = dot else { return };
+    match T::render_failure(failure) {
+        Some(rendering) => match write_file(path, &rendering.text) {
+            Ok(()) => println!("dot: wrote {} to {}", rendering.what, path.display()),
+            Err(error) => eprintln!("dot: {error}"),
+        },
+        None => println!("dot: target {} has no drawing of this failure; nothing written to {}", T::NAME, path.display()),
+    }
+}
+
+/// Print a run's result; returns its exit code.
+pub(super) fn report_run<T: Target, C, O>(outcome: &Outcome<C, O>, replay_command: &str, dot: Option<&Path>) -> u8 {
+    println!("steps: {} (work steps {})", outcome.steps_run, outcome.work_steps);
+    let counters: Vec<String> =
+        outcome.coverage.counters.iter().map(|(name, count)| format!("{name}={count}")).collect();
+    println!("coverage: {}", counters.join(" "));
+    let code = match &outcome.failure {
+        None => {
+            println!("result: pass");
+            EXIT_PASS
+        }
+        Some(failure) => {
+            print!("{}", failure.report());
+            println!("replay: {replay_command}");
+            write_dot::<T>(failure, dot);
+            println!("first failure: seed={} step={} invariant={}", failure.seed, failure.step, failure.invariant);
+            EXIT_FAIL
+        }
+    };
+    println!("digest: {}", outcome.digest_hex());
+    code
+}
+
+fn single_mode<T: Target>(context: &Context<'_>, seed: u64) -> u8 {
+    let args = context.args;
+    let options = args.run_options();
+    let (world, config) = match configure::<T>(seed, options.profile) {
+        Ok(configured) => configured,
+        Err(error) => return bad_input(&error),
+    };
+    println!("seed: {seed} (0x{seed:x}) target: {} steps: {}", T::NAME, args.steps);
+    println!("{}", describe::<T>(&crate::Schedule::new(T::NAME, seed, world, config)));
+    let outcome = run_target::<T>(seed, &options);
+    if !write_outputs::<T>(context, &outcome) {
+        return EXIT_BAD_INPUT;
+    }
+    let command = format!("{} {}--seed {seed} --steps {}", context.command(), context.selection(), args.steps);
+    let code = report_run::<T, _, _>(&outcome, &command, args.dot.as_deref());
+    if args.shrink && !outcome.passed() {
+        return super::save::shrink_and_report::<T>(context, &outcome.schedule, &options);
+    }
+    code
+}
+
+/// Is this JSON value a seed file (`seeds/*.json`) rather than a bare schedule? Decided by its fields.
+fn is_seed_file(value: &serde_json::Value) -> bool {
+    value.get("schedule").is_some_and(serde_json::Value::is_object) && value.get("expect").is_some()
+}
+
+/// A replayable file: a bare schedule, or a seed file's schedule with its canary and expectation.
+fn load_replay<T: Target>(path: &Path, text: &str) -> Result<(ScheduleOf<T>, Option<corpus::SeedFile>), String> {
+    let value: serde_json::Value =
+        serde_json::from_str(text).map_err(|error| format!("{}: not JSON: {error}", path.display()))?;
+    if !is_seed_file(&value) {
+        let schedule = parse_schedule::<T>(text).map_err(|error| format!("{}: {error}", path.display()))?;
+        return Ok((schedule, None));
+    }
+    let seed = corpus::SeedFile::parse(path, text).map_err(|error| error.to_string())?;
+    if seed.target != T::NAME {
+        return Err(format!(
+            "{}: seed file for target {:?}, not {:?} (add --target {})",
+            path.display(),
+            seed.target,
+            T::NAME,
+            seed.target
+        ));
+    }
+    let schedule = parse_schedule_value::<T>(seed.schedule.clone())
+        .map_err(|error| format!("{}: field `schedule`: {error}", path.display()))?;
+    Ok((schedule, Some(seed)))
+}
+
+fn replay_mode<T: Target>(context: &Context<'_>) -> u8 {
+    let args = context.args;
+    let path = args.replay.as_deref().expect("replay mode has a file");
+    let loaded = read_file(path).and_then(|text| load_replay::<T>(path, &text));
+    let (schedule, seed_file) = match loaded {
+        Ok(loaded) => loaded,
+        Err(error) => return bad_input(&error),
+    };
+    let mut options = args.run_options();
+    if let Some(seed) = &seed_file {
+        if let Some(name) = &seed.canary {
+            if args.canary.as_ref().is_some_and(|flag| flag != name) {
+                return bad_input(&format!("{}: the seed file's canary is {name}, not --canary", path.display()));
+            }
+            if let Err(error) = super::check_canary(context.entry, name) {
+                return bad_input(&format!("{}: {error}", path.display()));
+            }
+            options.canary = Some(name.clone());
+        }
+        let expect = match &seed.expect {
+            corpus::Expectation::Pass => "pass".to_string(),
+            corpus::Expectation::Fail(signature) => format!("fail with {signature}"),
+        };
+        println!("seed file: {} ({}): expects {expect}", seed.name, seed.adr);
+        println!("description: {}", seed.description);
+    }
+    println!("replay: {} seed: {} steps: {}", path.display(), schedule.seed, schedule.steps.len());
+    println!("{}", describe::<T>(&schedule));
+    let outcome = run_schedule::<T>(&schedule, &options);
+    if !write_outputs::<T>(context, &outcome) {
+        return EXIT_BAD_INPUT;
+    }
+    let command = format!("{} {}--replay {}", context.command(), context.selection(), path.display());
+    let code = report_run::<T, _, _>(&outcome, &command, args.dot.as_deref());
+    if args.shrink && !outcome.passed() {
+        return super::save::shrink_and_report::<T>(context, &outcome.schedule, &options);
+    }
+    code
+}
+
+fn determinism_mode<T: Target>(context: &Context<'_>, seed: u64) -> u8 {
+    let options = RunOptions { record_step_digests: true, ..context.args.run_options() };
+    let mut digest = 0;
+    let result = check_determinism(|| {
+        let outcome = run_target::<T>(seed, &options);
+        digest = outcome.digest;
+        outcome
+    });
+    let code = match result {
+        Ok(steps) => {
+            println!("determinism: ok (seed {seed}, {steps} steps, two runs identical)");
+            EXIT_PASS
+        }
+        Err((step, first, second)) => {
+            println!("determinism: DIVERGED at step {step} (digest {first:016x} then {second:016x})");
+            EXIT_FAIL
+        }
+    };
+    println!("digest: {digest:016x}");
+    code
+}
+
+/// The generic benchmark: the target's swarm over seeds `0..BENCH_SEEDS`, timed on the real clock.
+fn bench_mode<T: Target>(context: &Context<'_>) -> u8 {
+    let options =
+        SwarmOptions { seeds: 0..BENCH_SEEDS, shard: None, stop_on_failure: false, run: context.args.run_options() };
+    let clock = RealEnv::new();
+    let started = clock.now();
+    let (mut steps, mut work_steps) = (0u64, 0u64);
+    let summary = run_swarm::<T>(&options, |outcome| {
+        steps += outcome.steps_run;
+        work_steps += outcome.work_steps;
+    });
+    let nanos = clock.now().saturating_sub(started).as_nanos().max(1);
+    let per_second = u128::from(work_steps) * 1_000_000_000 / nanos;
+    println!("steps_per_second: {per_second}");
+    println!(
+        "(target {}: seeds 0..{BENCH_SEEDS}, {work_steps} work steps of {steps} in {} ms; {} of {} seeds passed)",
+        T::NAME,
+        nanos / 1_000_000,
+        summary.seeds_passed,
+        summary.seeds_run
+    );
+    if summary.failures.is_empty() { EXIT_PASS } else { EXIT_FAIL }
+}

@@ -1,0 +1,101 @@
+//! `--shrink` and `--save`: the minimal failing schedule, printed, confirmed, and pinned as a seed file.
+
+use std::path::PathBuf;
+
+use env::{Env, RealEnv};
+
+use super::{Context, EXIT_BAD_INPUT, EXIT_FAIL, SEEDS_DIR_ENV_VAR, write_file};
+use crate::runner::RunOptions;
+use crate::schedule::ScheduleOf;
+use crate::seeds::ident;
+use crate::shrink::{Shrunk, render_step, shrink_schedule};
+use crate::target::Target;
+
+/// Shrink a failing schedule, print the minimal one and its confirming replay, and save it with `--save`.
+/// Returns the exit code: 1 (the failure stands), 2 when saving failed, or 1 after an error shrinking.
+pub(super) fn shrink_and_report<T: Target>(context: &Context<'_>, schedule: &ScheduleOf<T>, options: &RunOptions) -> u8 {
+    let args = context.args;
+    let clock = RealEnv::new();
+    let started = clock.now();
+    println!();
+    println!("shrinking: seed {} ({} steps), budget {} reruns", schedule.seed, schedule.steps.len(), args.shrink_budget);
+    let shrunk = match shrink_schedule::<T>(schedule, options, args.shrink_budget) {
+        Ok(shrunk) => shrunk,
+        Err(error) => {
+            eprintln!("error: shrink: {error}");
+            return EXIT_FAIL;
+        }
+    };
+    let wall = clock.now().saturating_sub(started);
+    println!("minimal schedule ({} steps, signature {}):", shrunk.steps_after, shrunk.signature);
+    for (index, step) in shrunk.schedule.steps.iter().enumerate() {
+        println!("  #{index} {}", render_step(step));
+    }
+    println!("config:");
+    for line in shrunk.schedule.world.to_string().lines() {
+        println!("  {line}");
+    }
+    println!("  {}: {}", T::NAME, T::describe(&shrunk.schedule.config));
+    println!("shrunk: {} -> {} steps", shrunk.steps_before, shrunk.steps_after);
+    let fixpoint = if shrunk.reached_fixpoint { "fixpoint reached (1-minimal)" } else { "budget exhausted" };
+    println!("reruns: {} ({fixpoint}), wall time: {:.2} s", shrunk.reruns, wall.as_secs_f64());
+    let mut code = EXIT_FAIL;
+    if let Some(name) = &args.save
+        && let Err(error) = save_seed::<T>(context, name, &shrunk)
+    {
+        eprintln!("error: --save: {error}");
+        code = EXIT_BAD_INPUT;
+    }
+    println!("confirmed by a fresh replay:");
+    let validation = &shrunk.validation;
+    if let Some(failure) = &validation.failure {
+        print!("{}", failure.report());
+    }
+    println!("digest: {}", validation.digest_hex());
+    code
+}
+
+/// The directory `--save` writes target `T`'s seeds to: `$SIMULATOR_SEEDS_DIR`, else the command line's seeds
+/// directory, then the target's `SEEDS_SUBDIR`.
+fn seeds_dir<T: Target>(context: &Context<'_>) -> PathBuf {
+    let root = std::env::var_os(SEEDS_DIR_ENV_VAR).map_or_else(|| context.cli.seeds_dir.clone(), PathBuf::from);
+    if T::SEEDS_SUBDIR.is_empty() { root } else { root.join(T::SEEDS_SUBDIR) }
+}
+
+fn save_seed<T: Target>(context: &Context<'_>, name: &str, shrunk: &Shrunk<T>) -> Result<(), String> {
+    let args = context.args;
+    let adr = args.adr.clone().ok_or("--save needs --adr ADR-XXXX")?;
+    let canary = args.canary.as_deref();
+    let expect = if canary.is_some() || T::FINDINGS_EXPECT_FAIL {
+        corpus::Expectation::Fail(shrunk.signature.clone())
+    } else {
+        corpus::Expectation::Pass
+    };
+    let description = args.description.clone().unwrap_or_else(|| {
+        format!("{} found by seed {}, shrunk to {} steps", shrunk.signature, shrunk.schedule.seed, shrunk.steps_after)
+    });
+    let seed = corpus::SeedFile {
+        format_version: corpus::FORMAT_VERSION,
+        name: name.to_string(),
+        target: T::NAME.to_string(),
+        seed: shrunk.schedule.seed,
+        canary: canary.map(str::to_string),
+        signature: shrunk.signature.clone(),
+        expect,
+        adr,
+        description,
+        digest: Some(shrunk.validation.digest_hex()),
+        schedule: serde_json::to_value(&shrunk.schedule).map_err(|error| error.to_string())?,
+    };
+    let text = seed.to_json();
+    corpus::SeedFile::parse(std::path::Path::new(name), &text).map_err(|error| error.to_string())?;
+    let dir = seeds_dir::<T>(context);
+    let path = dir.join(format!("{name}.json"));
+    RealEnv::new().create_dir_all(&dir).map_err(|error| format!("cannot create {}: {error}", dir.display()))?;
+    write_file(&path, &text)?;
+    println!("saved: {}", path.display());
+    println!("replay: {} {}--replay {}", context.command(), context.selection(), path.display());
+    let package = context.entry.package.map(|package| format!(" -p {package}")).unwrap_or_default();
+    println!("test: cargo test{package} --test seeds seed_{}", ident(name));
+    Ok(())
+}

@@ -1,0 +1,384 @@
+//! The world's per-seed configuration (TigerBeetle VOPR's `options_swarm`): which faults fire and how often,
+//! BUGGIFY, the crash model, and how often each world step comes — derived from the seed's `"world"` stream
+//! within what the target's [`FaultMenu`] for the chosen [`FaultProfile`] allows. A target's own configuration
+//! is its [`crate::Target::Config`], derived separately; both are stored in every schedule.
+
+use std::fmt;
+
+use env::{DeterministicRng, FaultConfig, FaultKeying, FaultKind};
+use serde::{Deserialize, Serialize};
+
+/// The largest `k` of a `crash_at_io` step.
+pub const CRASH_AT_IO_K_MAX: u64 = 64;
+/// The largest `k` of a `crash_during_recovery` step.
+pub const RECOVERY_CRASH_K_MAX: u64 = 40;
+
+/// Which faults a run may see, by name. What each profile allows is the target's choice ([`FaultMenu`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultProfile {
+    /// What the system's own documentation assumes of the media. A failure here is a bug.
+    #[default]
+    Assumed,
+    /// Beyond those assumptions (garbage sectors, errors the system does not claim to survive): failures
+    /// characterise the system.
+    Beyond,
+}
+
+impl FaultProfile {
+    /// Every profile, in order.
+    pub const ALL: [FaultProfile; 2] = [FaultProfile::Assumed, FaultProfile::Beyond];
+
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultProfile::Assumed => "assumed",
+            FaultProfile::Beyond => "beyond",
+        }
+    }
+
+    /// Parse a command-line name.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|profile| profile.name() == text)
+            .ok_or_else(|| format!("unknown fault profile {text:?} (assumed, beyond)"))
+    }
+}
+
+impl fmt::Display for FaultProfile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Which explicit faults a `fault` step may inject.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExplicitFaults {
+    /// No `fault` steps.
+    None,
+    /// Failed syncs and writes, never a bit flip.
+    Errors,
+    /// Failed syncs and writes, and bit flips in files the target marks flippable.
+    All,
+}
+
+/// What a target allows under one fault profile: the menu each seed draws its world from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FaultMenu {
+    /// Probabilistic kinds a seed may turn on, with the largest ppm each may get.
+    pub kinds: Vec<(FaultKind, u32)>,
+    /// The chance a seed turns probabilistic faults on at all.
+    pub faults_on_ppm: u32,
+    /// The chance each kind is on, in a seed with faults on.
+    pub kind_on_ppm: u32,
+    /// A seed may get a disk quota (`disk_full`).
+    pub disk_full: bool,
+    /// A seed may turn crash-garbled torn sectors on (breaks "powersafe overwrite").
+    pub garbled_sectors: bool,
+    /// A seed may turn BUGGIFY on.
+    pub buggify: bool,
+    pub explicit: ExplicitFaults,
+    /// How fault and crash decisions are keyed (ADR-0039).
+    pub keying: FaultKeying,
+    /// Background tasks exist: `run_task` steps are generated.
+    pub tasks: bool,
+    /// Crash-during-recovery steps are generated.
+    pub recovery_crashes: bool,
+}
+
+/// Probabilistic fault kinds of the standard menu, with the largest ppm each may get.
+const STANDARD_FAULTS: [(FaultKind, u32); 8] = [
+    (FaultKind::FsyncError, 3_000),
+    (FaultKind::WriteError, 3_000),
+    (FaultKind::ShortWrite, 20_000),
+    (FaultKind::ReadError, 3_000),
+    (FaultKind::ReadCorruption, 3_000),
+    (FaultKind::LatentSector, 300),
+    (FaultKind::MisdirectedWrite, 300),
+    (FaultKind::Latency, 50_000),
+];
+
+impl FaultMenu {
+    /// Every probabilistic fault kind, disk quotas, BUGGIFY, explicit faults with bit flips, background tasks;
+    /// no garbled sectors; operation-index keying.
+    pub fn standard() -> Self {
+        Self {
+            kinds: STANDARD_FAULTS.to_vec(),
+            faults_on_ppm: 400_000,
+            kind_on_ppm: 500_000,
+            disk_full: true,
+            garbled_sectors: false,
+            buggify: true,
+            explicit: ExplicitFaults::All,
+            keying: FaultKeying::OperationIndex,
+            tasks: true,
+            recovery_crashes: true,
+        }
+    }
+
+    /// Only crashes: unsynced writes kept, dropped or torn at sector granularity, nothing else.
+    pub fn crashes_only() -> Self {
+        Self {
+            kinds: Vec::new(),
+            faults_on_ppm: 0,
+            disk_full: false,
+            buggify: false,
+            explicit: ExplicitFaults::None,
+            ..Self::standard()
+        }
+    }
+
+    /// The menu without the kinds that destroy data at rest or in flight (latent sectors, misdirected writes,
+    /// bit flips): for targets whose checks cannot weaken for them.
+    pub fn without_data_loss(mut self) -> Self {
+        self.kinds.retain(|(kind, _)| !kind.destroys_data());
+        self.garbled_sectors = false;
+        if self.explicit == ExplicitFaults::All {
+            self.explicit = ExplicitFaults::Errors;
+        }
+        self
+    }
+}
+
+/// How often each world step comes, against `op` for one of the target's own operations (0 turns a kind off).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorldWeights {
+    pub op: u64,
+    pub run_task: u64,
+    pub reopen: u64,
+    pub fault: u64,
+    pub crash: u64,
+    pub crash_at_io: u64,
+    pub crash_during_recovery: u64,
+}
+
+impl WorldWeights {
+    /// The weights in a fixed order, for [`DeterministicRng::weighted`].
+    pub fn as_array(&self) -> [u64; 7] {
+        [self.op, self.run_task, self.reopen, self.fault, self.crash, self.crash_at_io, self.crash_during_recovery]
+    }
+
+    /// Any kind of crash step is on.
+    pub fn crashes(&self) -> bool {
+        self.crash + self.crash_at_io + self.crash_during_recovery > 0
+    }
+}
+
+/// Everything about one seed's world: the fault configuration handed to `SimEnv`, BUGGIFY, and the world step
+/// mix. Stored in every schedule; replay reads it, never the seed's streams.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorldConfig {
+    pub profile: FaultProfile,
+    /// Probabilistic faults, disk quota, crash tearing odds, BUGGIFY odds, keying: handed to `SimEnv`.
+    pub faults: FaultConfig,
+    pub buggify: bool,
+    pub weights: WorldWeights,
+    /// Which explicit faults `fault` steps inject.
+    pub explicit: ExplicitFaults,
+    /// `crash_at_io` steps draw `k` from `1..=crash_at_io_k_max`.
+    pub crash_at_io_k_max: u64,
+    /// `crash_during_recovery` steps draw `k` from `1..=recovery_crash_k_max`.
+    pub recovery_crash_k_max: u64,
+}
+
+impl WorldConfig {
+    /// The world of `seed` under `profile`'s `menu`: a pure function of the seed's `"world"` stream.
+    pub fn from_seed(seed: u64, profile: FaultProfile, menu: &FaultMenu) -> Self {
+        let mut rng = DeterministicRng::stream(seed, "world");
+        let weights = draw_weights(&mut rng, menu);
+        let buggify = menu.buggify && rng.chance_ppm(500_000);
+        let faults = draw_faults(&mut rng, menu, buggify);
+        let config = Self {
+            profile,
+            faults,
+            buggify,
+            weights,
+            explicit: menu.explicit,
+            crash_at_io_k_max: rng.range_inclusive(1, CRASH_AT_IO_K_MAX),
+            recovery_crash_k_max: rng.range_inclusive(1, RECOVERY_CRASH_K_MAX),
+        };
+        config.validate().expect("the world generated an invalid configuration");
+        config
+    }
+
+    /// Check the configuration is usable (replayed schedules may have been edited by hand).
+    pub fn validate(&self) -> Result<(), String> {
+        if self.weights.as_array().iter().all(|&weight| weight == 0) {
+            return Err("world.weights: every weight is zero".into());
+        }
+        if self.crash_at_io_k_max == 0 || self.recovery_crash_k_max == 0 {
+            return Err("world: crash k ranges must be at least 1".into());
+        }
+        Ok(())
+    }
+
+    /// Probabilistic fault kinds this configuration turns on (ppm > 0, or a disk quota for `disk_full`).
+    pub fn enabled_fault_kinds(&self) -> Vec<FaultKind> {
+        let mut kinds: Vec<FaultKind> =
+            FaultKind::ALL.iter().copied().filter(|&kind| self.faults.ppm(kind) > 0).collect();
+        if self.faults.disk_quota_bytes.is_some() {
+            kinds.push(FaultKind::DiskFull);
+        }
+        kinds
+    }
+
+    /// The configuration with every probabilistic fault and BUGGIFY off (the crash model kept).
+    pub fn quiet(&self) -> Self {
+        Self { faults: healed_faults(&self.faults), buggify: false, ..self.clone() }
+    }
+}
+
+/// The fault configuration of the liveness phase: no probabilistic faults, no quota, no BUGGIFY, no garbage
+/// sectors; the crash model (tearing odds) and the keying of decisions are kept.
+pub fn healed_faults(faults: &FaultConfig) -> FaultConfig {
+    FaultConfig {
+        crash_write_kept_ppm: faults.crash_write_kept_ppm,
+        crash_metadata_kept_ppm: faults.crash_metadata_kept_ppm,
+        keying: faults.keying,
+        ..FaultConfig::none()
+    }
+}
+
+fn draw_weights(rng: &mut DeterministicRng, menu: &FaultMenu) -> WorldWeights {
+    let mut on = |max: u64, off_ppm: u32| if rng.chance_ppm(off_ppm) { 0 } else { rng.range_inclusive(1, max) };
+    let weights = WorldWeights {
+        op: 200,
+        run_task: on(60, 100_000),
+        reopen: on(2, 500_000),
+        fault: on(3, 600_000),
+        crash: on(3, 300_000),
+        crash_at_io: on(5, 300_000),
+        crash_during_recovery: on(2, 500_000),
+    };
+    WorldWeights {
+        run_task: if menu.tasks { weights.run_task } else { 0 },
+        fault: if menu.explicit == ExplicitFaults::None { 0 } else { weights.fault },
+        crash_during_recovery: if menu.recovery_crashes { weights.crash_during_recovery } else { 0 },
+        ..weights
+    }
+}
+
+fn draw_faults(rng: &mut DeterministicRng, menu: &FaultMenu, buggify: bool) -> FaultConfig {
+    let mut faults = FaultConfig { keying: menu.keying, ..FaultConfig::none() };
+    if rng.chance_ppm(menu.faults_on_ppm) {
+        // Which kinds are on is itself chosen per seed.
+        for &(kind, ppm_max) in &menu.kinds {
+            if rng.chance_ppm(menu.kind_on_ppm) {
+                let ppm = u32::try_from(rng.range_inclusive(1, u64::from(ppm_max))).expect("fits");
+                set_ppm(&mut faults, kind, ppm);
+            }
+        }
+        if menu.disk_full && rng.chance_ppm(300_000) {
+            faults.disk_quota_bytes = Some(rng.range_inclusive(16 * 1024, 512 * 1024));
+        }
+    }
+    if menu.garbled_sectors && rng.chance_ppm(500_000) {
+        faults.crash_torn_garbage_ppm = u32::try_from(rng.range_inclusive(1, 1_000_000)).expect("fits");
+    }
+    faults.crash_write_kept_ppm = u32::try_from(rng.range_inclusive(0, 1_000_000)).expect("fits");
+    faults.crash_metadata_kept_ppm = u32::try_from(rng.range_inclusive(0, 1_000_000)).expect("fits");
+    if buggify {
+        // FoundationDB: each site enabled once per run with p=0.25, then fires with p=0.25.
+        faults.buggify_site_ppm = 250_000;
+        faults.buggify_fire_ppm = 250_000;
+    }
+    faults
+}
+
+/// Set the probability of one probabilistic fault kind.
+pub fn set_ppm(faults: &mut FaultConfig, kind: FaultKind, ppm: u32) {
+    match kind {
+        FaultKind::FsyncError => faults.fsync_error_ppm = ppm,
+        FaultKind::WriteError => faults.write_error_ppm = ppm,
+        FaultKind::ShortWrite => faults.short_write_ppm = ppm,
+        FaultKind::ReadError => faults.read_error_ppm = ppm,
+        FaultKind::ReadCorruption => faults.read_corruption_ppm = ppm,
+        FaultKind::LatentSector => faults.latent_sector_ppm = ppm,
+        FaultKind::MisdirectedWrite => faults.misdirected_write_ppm = ppm,
+        FaultKind::Latency => faults.latency_ppm = ppm,
+        FaultKind::ClockJump => faults.clock_jump_ppm = ppm,
+        FaultKind::CrashGarbledSector => faults.crash_torn_garbage_ppm = ppm,
+        other => panic!("{} is not a probabilistic fault", other.name()),
+    }
+    assert_eq!(faults.ppm(kind), ppm, "set_ppm did not take");
+}
+
+impl fmt::Display for WorldConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let w = &self.weights;
+        writeln!(
+            f,
+            "world: profile={} op={} task={} reopen={} fault={}({:?}) crash={} crash_at_io={}(k<={}) \
+             crash_in_recovery={}(k<={})",
+            self.profile,
+            w.op,
+            w.run_task,
+            w.reopen,
+            w.fault,
+            self.explicit,
+            w.crash,
+            w.crash_at_io,
+            self.crash_at_io_k_max,
+            w.crash_during_recovery,
+            self.recovery_crash_k_max
+        )?;
+        let kinds: Vec<String> = self
+            .enabled_fault_kinds()
+            .iter()
+            .map(|&kind| match kind {
+                FaultKind::DiskFull => format!("disk_full@{}B", self.faults.disk_quota_bytes.unwrap_or(0)),
+                kind => format!("{}={}ppm", kind.name(), self.faults.ppm(kind)),
+            })
+            .collect();
+        let faults = if kinds.is_empty() { "none".to_string() } else { kinds.join(" ") };
+        write!(
+            f,
+            "faults: {faults}; crash_kept write={}ppm meta={}ppm; keying={:?}; buggify={}",
+            self.faults.crash_write_kept_ppm,
+            self.faults.crash_metadata_kept_ppm,
+            self.faults.keying,
+            if self.buggify { "on" } else { "off" }
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn worlds_are_pure_varied_and_within_the_menu() {
+        let menu = FaultMenu::standard();
+        assert_eq!(
+            WorldConfig::from_seed(5, FaultProfile::Assumed, &menu),
+            WorldConfig::from_seed(5, FaultProfile::Assumed, &menu)
+        );
+        let worlds: Vec<WorldConfig> =
+            (0..60).map(|seed| WorldConfig::from_seed(seed, FaultProfile::Assumed, &menu)).collect();
+        assert!(worlds.iter().any(|world| !world.enabled_fault_kinds().is_empty()), "faults never on");
+        assert!(worlds.iter().any(|world| world.enabled_fault_kinds().is_empty()), "faults always on");
+        assert!(worlds.iter().any(|world| world.buggify) && worlds.iter().any(|world| !world.buggify));
+        let quiet = FaultMenu::crashes_only();
+        for seed in 0..60 {
+            let world = WorldConfig::from_seed(seed, FaultProfile::Assumed, &quiet);
+            assert!(world.enabled_fault_kinds().is_empty(), "seed {seed}: {world}");
+            assert_eq!(world.weights.fault, 0);
+            assert!(!world.buggify);
+        }
+        let safe = FaultMenu::standard().without_data_loss();
+        for seed in 0..60 {
+            let world = WorldConfig::from_seed(seed, FaultProfile::Assumed, &safe);
+            assert!(world.enabled_fault_kinds().iter().all(|kind| !kind.destroys_data()), "seed {seed}");
+        }
+    }
+
+    #[test]
+    fn profiles_parse_and_print() {
+        for profile in FaultProfile::ALL {
+            assert_eq!(FaultProfile::parse(profile.name()), Ok(profile));
+        }
+        assert!(FaultProfile::parse("sideways").is_err());
+    }
+}

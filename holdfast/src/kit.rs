@@ -1,0 +1,234 @@
+//! Helpers most key-value targets want: values as data ([`ValueSpec`], whose bytes are a pure function of it),
+//! rendered keys whose byte order is numeric order, value signatures, a seeded key-value workload shape, and
+//! "smaller numbers" for shrinking.
+
+use env::DeterministicRng;
+use env::random::{hash_bytes, mix64};
+use serde::{Deserialize, Serialize};
+
+/// A value, as a schedule step carries it: the bytes are a pure function of `(id, len)` ([`value_bytes`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ValueSpec {
+    pub id: u64,
+    pub len: u32,
+}
+
+/// The bytes of value `spec`: a pure function of its id and length.
+pub fn value_bytes(spec: ValueSpec) -> Vec<u8> {
+    let len = spec.len as usize;
+    let mut bytes = Vec::with_capacity(len);
+    let mut word_index = 0u64;
+    while bytes.len() < len {
+        let word = mix64(spec.id ^ mix64(word_index.wrapping_add(0x9e37_79b9_7f4a_7c15))).to_le_bytes();
+        let take = (len - bytes.len()).min(word.len());
+        bytes.extend_from_slice(&word[..take]);
+        word_index += 1;
+    }
+    assert_eq!(bytes.len(), len, "value_bytes produced the wrong length");
+    bytes
+}
+
+/// The key bytes of key index `key`: `k` and at least six decimal digits (`k000042`), so byte order is numeric
+/// order below a million.
+pub fn key_bytes(key: u32) -> Vec<u8> {
+    let bytes = format!("k{key:06}").into_bytes();
+    debug_assert!(bytes.len() >= 7);
+    bytes
+}
+
+/// The key index of `bytes`, if they are a rendered key.
+pub fn parse_key(bytes: &[u8]) -> Option<u32> {
+    let digits = bytes.strip_prefix(b"k")?;
+    if digits.len() < 6 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let key: u32 = std::str::from_utf8(digits).ok()?.parse().ok()?;
+    (key_bytes(key) == bytes).then_some(key)
+}
+
+/// The signature of a value: a stable hash of its bytes.
+pub type Sig = u64;
+
+/// The signature of `bytes`.
+pub fn sig_of(bytes: &[u8]) -> Sig {
+    hash_bytes(bytes)
+}
+
+/// The largest ordinary value a workload writes.
+pub const VALUE_SIZE_BYTES_MAX: u32 = 512;
+/// The largest "large" value a workload writes (rare).
+pub const LARGE_VALUE_SIZE_BYTES_MAX: u32 = 64 * 1024;
+/// The largest scan range, in keys.
+pub const SCAN_KEYS_MAX: u32 = 64;
+
+/// How keys are drawn from the key space.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum KeyDistribution {
+    /// Every key equally likely.
+    Uniform,
+    /// `hot_ppm` of draws go to the first `hot_keys` keys; the rest are uniform over the whole space.
+    Hot { hot_keys: u32, hot_ppm: u32 },
+}
+
+/// The shape of a key-value workload: key space, distribution, value sizes, scan widths.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Workload {
+    /// Keys are `0..key_count`, rendered by [`key_bytes`].
+    pub key_count: u32,
+    pub distribution: KeyDistribution,
+    /// Ordinary values are `0..=value_size_bytes_max` bytes.
+    pub value_size_bytes_max: u32,
+    /// The chance a value is "large" instead.
+    pub large_value_ppm: u32,
+    /// Large values are `0..=large_value_size_bytes_max` bytes.
+    pub large_value_size_bytes_max: u32,
+    /// A scan covers `1..=scan_keys_max` keys.
+    pub scan_keys_max: u32,
+}
+
+impl Workload {
+    /// A workload drawn from `rng`, with at most `key_count_max` keys. Tiny key spaces force overwrites and
+    /// deletes of live keys; large ones spread data over many files.
+    pub fn draw(rng: &mut DeterministicRng, key_count_max: u32) -> Self {
+        let key_count_max = u64::from(key_count_max.max(1));
+        let key_count = match rng.weighted(&[15, 25, 35, 25]) {
+            0 => rng.range_inclusive(1, 8),
+            1 => rng.range_inclusive(9, 64),
+            2 => rng.range_inclusive(65, 500),
+            _ => rng.range_inclusive(501, 2000),
+        };
+        let key_count = u32::try_from(key_count.min(key_count_max)).expect("key count fits");
+        let distribution = if rng.chance_ppm(500_000) {
+            KeyDistribution::Uniform
+        } else {
+            let hot_keys = u32::try_from(rng.range_inclusive(1, u64::from(key_count.div_ceil(10)))).expect("fits");
+            let hot_ppm = u32::try_from(rng.range_inclusive(500_000, 950_000)).expect("fits");
+            KeyDistribution::Hot { hot_keys, hot_ppm }
+        };
+        let value_size_bytes_max = [0u32, 8, 64, 256, VALUE_SIZE_BYTES_MAX][rng.index(5)];
+        let large_value_ppm =
+            if rng.chance_ppm(300_000) { u32::try_from(rng.range_inclusive(1_000, 50_000)).expect("fits") } else { 0 };
+        let large_value_size_bytes_max =
+            u32::try_from(rng.range_inclusive(4096, u64::from(LARGE_VALUE_SIZE_BYTES_MAX))).expect("fits");
+        let scan_keys_max = u32::try_from(rng.range_inclusive(1, u64::from(SCAN_KEYS_MAX))).expect("fits");
+        Self { key_count, distribution, value_size_bytes_max, large_value_ppm, large_value_size_bytes_max, scan_keys_max }
+    }
+
+    /// Check a workload read from a file.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.key_count == 0 {
+            return Err("workload.key_count must be at least 1".into());
+        }
+        Ok(())
+    }
+
+    /// Draw a key by the distribution (integer arithmetic only).
+    pub fn pick_key(&self, rng: &mut DeterministicRng) -> u32 {
+        assert!(self.key_count > 0, "empty key space");
+        let key = match self.distribution {
+            KeyDistribution::Uniform => rng.below(u64::from(self.key_count)),
+            KeyDistribution::Hot { hot_keys, hot_ppm } => {
+                let hot_keys = hot_keys.clamp(1, self.key_count);
+                if rng.chance_ppm(hot_ppm) {
+                    rng.below(u64::from(hot_keys))
+                } else {
+                    rng.below(u64::from(self.key_count))
+                }
+            }
+        };
+        let key = u32::try_from(key).expect("key below a u32 bound");
+        debug_assert!(key < self.key_count);
+        key
+    }
+
+    /// Draw a value length.
+    pub fn pick_value_len_bytes(&self, rng: &mut DeterministicRng) -> u32 {
+        let max = if rng.chance_ppm(self.large_value_ppm) {
+            self.large_value_size_bytes_max
+        } else {
+            self.value_size_bytes_max
+        };
+        let len = u32::try_from(rng.range_inclusive(0, u64::from(max))).expect("length fits");
+        debug_assert!(len <= max);
+        len
+    }
+
+    /// Simpler workloads for the shrinker: fewer keys, no large values, shorter values.
+    pub fn simpler(&self) -> Vec<Self> {
+        let mut out: Vec<Self> =
+            smaller_u32(self.key_count, 1).into_iter().map(|key_count| Self { key_count, ..self.clone() }).collect();
+        if self.large_value_ppm > 0 {
+            out.push(Self { large_value_ppm: 0, ..self.clone() });
+        }
+        if self.distribution != KeyDistribution::Uniform {
+            out.push(Self { distribution: KeyDistribution::Uniform, ..self.clone() });
+        }
+        out
+    }
+}
+
+/// Smaller variants of a number, smallest first: `floor`, then half way, then one less. Never `n`.
+pub fn smaller(n: u64, floor: u64) -> Vec<u64> {
+    let mut out = Vec::new();
+    if n <= floor {
+        return out;
+    }
+    for candidate in [floor, floor + (n - floor) / 2, n - 1] {
+        if candidate < n && !out.contains(&candidate) {
+            out.push(candidate);
+        }
+    }
+    debug_assert!(out.iter().all(|&c| c < n && c >= floor));
+    out
+}
+
+/// [`smaller`] for `u32`.
+pub fn smaller_u32(n: u32, floor: u32) -> Vec<u32> {
+    smaller(u64::from(n), u64::from(floor)).into_iter().map(|c| u32::try_from(c).expect("below a u32")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_render_and_parse_back_in_numeric_byte_order() {
+        for key in [0u32, 7, 999_999, 1_000_000, u32::MAX] {
+            assert_eq!(parse_key(&key_bytes(key)), Some(key));
+        }
+        assert!(key_bytes(9) < key_bytes(10));
+        assert_eq!(parse_key(b"k00001"), None);
+        assert_eq!(parse_key(b"k0000001"), None, "not the canonical rendering");
+        assert_eq!(parse_key(b"x000001"), None);
+    }
+
+    #[test]
+    fn values_are_pure_functions_of_their_spec() {
+        let spec = ValueSpec { id: 3, len: 37 };
+        assert_eq!(value_bytes(spec), value_bytes(spec));
+        assert_eq!(value_bytes(spec).len(), 37);
+        assert_ne!(sig_of(&value_bytes(spec)), sig_of(&value_bytes(ValueSpec { id: 4, len: 37 })));
+    }
+
+    #[test]
+    fn smaller_numbers_are_smaller() {
+        assert_eq!(smaller(10, 0), vec![0, 5, 9]);
+        assert_eq!(smaller(1, 1), Vec::<u64>::new());
+        assert_eq!(smaller(2, 1), vec![1]);
+        assert_eq!(smaller(0, 0), Vec::<u64>::new());
+    }
+
+    #[test]
+    fn workloads_respect_their_bounds() {
+        for seed in 0..50 {
+            let mut rng = DeterministicRng::stream(seed, "workload-test");
+            let workload = Workload::draw(&mut rng, 500);
+            assert!(workload.validate().is_ok() && workload.key_count <= 500);
+            for _ in 0..20 {
+                assert!(workload.pick_key(&mut rng) < workload.key_count);
+            }
+            assert!(workload.simpler().iter().all(|simpler| simpler != &workload && simpler.validate().is_ok()));
+        }
+    }
+}

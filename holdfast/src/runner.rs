@@ -1,0 +1,433 @@
+//! The step loop: build the world, generate or replay steps, apply and check each, run the liveness phase and a
+//! final crash, and fold everything into a digest and an [`Outcome`].
+
+use std::collections::VecDeque;
+use std::fmt::Write as _;
+use std::hash::Hasher;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use env::{DeterministicRng, SimEnv, StableHasher};
+use serde::{Deserialize, Serialize};
+
+use crate::config::{FaultProfile, WorldConfig};
+use crate::digest::digest_serde;
+use crate::protocol::Session;
+use crate::schedule::{Schedule, ScheduleOf};
+use crate::step::{Observed, Step};
+use crate::target::{Coverage, FailureKind, Target, Violation};
+
+/// The most steps one run may have.
+pub const STEPS_MAX: u64 = 100_000_000;
+/// The most history entries a failure report keeps.
+pub const HISTORY_STEPS_MAX: usize = 1000;
+
+/// How to run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunOptions {
+    /// Steps to generate (ignored on replay: a schedule runs all its steps).
+    pub steps: u64,
+    /// How many of the last steps a failure report shows.
+    pub history_steps: usize,
+    /// Keep the running digest after every step (for `--check-determinism`).
+    pub record_step_digests: bool,
+    /// Keep one JSON line per step (for `--trace`).
+    pub record_trace: bool,
+    /// Turn this planted bug on for the run ([`Target::set_canary`]).
+    pub canary: Option<String>,
+    /// The fault profile a generated run draws its world from.
+    pub profile: FaultProfile,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        Self {
+            steps: 1000,
+            history_steps: 10,
+            record_step_digests: false,
+            record_trace: false,
+            canary: None,
+            profile: FaultProfile::Assumed,
+        }
+    }
+}
+
+impl RunOptions {
+    /// Default options with `steps` steps.
+    pub fn with_steps(steps: u64) -> Self {
+        Self { steps, ..Self::default() }
+    }
+}
+
+/// Where and how a run failed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Failure {
+    pub seed: u64,
+    /// Index of the failing step; the step count itself for the liveness phase and final crash.
+    pub step: u64,
+    /// `step`, `open`, `generate`, `finale` (or `process` for a child that aborted).
+    pub phase: String,
+    pub invariant: String,
+    pub kind: FailureKind,
+    pub expected: String,
+    pub actual: String,
+    /// Structured evidence from the target ([`Violation::evidence`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<serde_json::Value>,
+    /// The last steps before the failure (the failing one last), one rendered line each.
+    pub last_steps: Vec<String>,
+}
+
+impl Failure {
+    /// A multi-line human report (without the replay command, which the caller knows).
+    pub fn report(&self) -> String {
+        let mut text = String::new();
+        let _ = writeln!(text, "FAILURE seed={} step={} phase={}", self.seed, self.step, self.phase);
+        let _ = writeln!(text, "  invariant: {} ({})", self.invariant, self.kind);
+        let _ = writeln!(text, "  expected:  {}", self.expected);
+        let _ = writeln!(text, "  actual:    {}", self.actual);
+        let _ = writeln!(text, "  last {} steps:", self.last_steps.len());
+        for line in &self.last_steps {
+            let _ = writeln!(text, "    {line}");
+        }
+        text
+    }
+
+    /// The failure's signature: its invariant and kind.
+    pub fn signature(&self) -> corpus::Signature {
+        corpus::Signature { invariant: self.invariant.clone(), kind: self.kind.to_string() }
+    }
+}
+
+/// The result of one run.
+#[derive(Clone, Debug)]
+pub struct Outcome<C, O> {
+    pub seed: u64,
+    pub failure: Option<Failure>,
+    /// A hash of every step, every result and the final disk image.
+    pub digest: u64,
+    pub coverage: Coverage,
+    /// Schedule steps executed.
+    pub steps_run: u64,
+    /// Steps that did work (not idle).
+    pub work_steps: u64,
+    /// The running digest after each step (when asked for).
+    pub step_digests: Vec<u64>,
+    /// One JSON line per step (when asked for).
+    pub trace: Vec<String>,
+    /// The steps that ran (generated or replayed), replayable.
+    pub schedule: Schedule<C, O>,
+}
+
+/// The outcome type of target `T`.
+pub type OutcomeOf<T> = Outcome<<T as Target>::Config, <T as Target>::Op>;
+
+impl<C, O> Outcome<C, O> {
+    /// True when every invariant held.
+    pub fn passed(&self) -> bool {
+        self.failure.is_none()
+    }
+
+    /// The digest as 16 hex digits.
+    pub fn digest_hex(&self) -> String {
+        format!("{:016x}", self.digest)
+    }
+}
+
+/// The world and target configuration a generated run of `seed` uses under `profile`. Errors when the target
+/// has no such profile.
+pub fn configure<T: Target>(seed: u64, profile: FaultProfile) -> Result<(WorldConfig, T::Config), String> {
+    let menu = T::fault_menu(profile)
+        .ok_or_else(|| format!("target {} has no fault profile {profile:?}", T::NAME))?;
+    let world = WorldConfig::from_seed(seed, profile, &menu);
+    let config = T::configure(seed, &world);
+    T::validate_config(&config).map_err(|error| format!("target {} configured seed {seed} badly: {error}", T::NAME))?;
+    Ok((world, config))
+}
+
+/// Run `seed` against target `T`: generate steps from the seed's workload stream and apply them.
+///
+/// Panics when the target has no such fault profile (the CLI checks first).
+pub fn run_target<T: Target>(seed: u64, options: &RunOptions) -> OutcomeOf<T> {
+    assert!(options.steps <= STEPS_MAX, "{} steps is above STEPS_MAX", options.steps);
+    let (world, config) = configure::<T>(seed, options.profile).unwrap_or_else(|error| panic!("{error}"));
+    execute::<T>(Schedule::new(T::NAME, seed, world, config), None, options)
+}
+
+/// Run `seed` against target `T` with a given world and configuration instead of the seed's own (a fixed
+/// benchmark, a test that needs one corner of the space).
+pub fn run_configured<T: Target>(seed: u64, world: WorldConfig, config: T::Config, options: &RunOptions) -> OutcomeOf<T> {
+    assert!(options.steps <= STEPS_MAX, "{} steps is above STEPS_MAX", options.steps);
+    world.validate().unwrap_or_else(|error| panic!("run_configured: {error}"));
+    T::validate_config(&config).unwrap_or_else(|error| panic!("run_configured: {error}"));
+    execute::<T>(Schedule::new(T::NAME, seed, world, config), None, options)
+}
+
+/// Replay `schedule` against target `T`. Never consults the generating RNG.
+pub fn run_schedule<T: Target>(schedule: &ScheduleOf<T>, options: &RunOptions) -> OutcomeOf<T> {
+    assert_eq!(schedule.target, T::NAME, "schedule for another target");
+    assert!(schedule.steps.len() as u64 <= STEPS_MAX, "schedule longer than STEPS_MAX");
+    let empty = Schedule::new(T::NAME, schedule.seed, schedule.world.clone(), schedule.config.clone());
+    execute::<T>(empty, Some(&schedule.steps), options)
+}
+
+struct Recorder<T: Target> {
+    seed: u64,
+    hasher: StableHasher,
+    history: VecDeque<(u64, Step<T::Op>, Option<Observed<T::Observation>>)>,
+    history_steps: usize,
+    step_digests: Vec<u64>,
+    trace: Vec<String>,
+    record_step_digests: bool,
+    record_trace: bool,
+    work_steps: u64,
+}
+
+impl<T: Target> Recorder<T> {
+    fn new(seed: u64, options: &RunOptions) -> Self {
+        Self {
+            seed,
+            hasher: StableHasher::new(),
+            history: VecDeque::new(),
+            history_steps: options.history_steps.clamp(1, HISTORY_STEPS_MAX),
+            step_digests: Vec::new(),
+            trace: Vec::new(),
+            record_step_digests: options.record_step_digests,
+            record_trace: options.record_trace,
+            work_steps: 0,
+        }
+    }
+
+    fn record(&mut self, index: u64, step: &Step<T::Op>, observation: Option<&Observed<T::Observation>>) {
+        self.hasher.write_u64(index);
+        digest_serde(&mut self.hasher, step);
+        match observation {
+            Some(observation) => {
+                self.hasher.write_u64(1);
+                digest_serde(&mut self.hasher, observation);
+                self.work_steps += u64::from(!observation.is_idle_with(T::is_idle));
+            }
+            None => self.hasher.write_u64(0),
+        }
+        if self.record_step_digests {
+            self.step_digests.push(self.hasher.finish());
+        }
+        if self.record_trace {
+            let line = serde_json::json!({
+                "step": index,
+                "op": step,
+                "result": observation,
+                "digest": format!("{:016x}", self.hasher.finish()),
+            });
+            self.trace.push(line.to_string());
+        }
+        if self.history.len() == self.history_steps {
+            self.history.pop_front();
+        }
+        self.history.push_back((index, step.clone(), observation.cloned()));
+        debug_assert!(self.history.len() <= self.history_steps);
+    }
+
+    fn failure(&self, step: u64, phase: &str, violation: Violation) -> Failure {
+        let last_steps = self
+            .history
+            .iter()
+            .map(|(index, step, observation)| match observation {
+                Some(observation) => format!("#{index} {} -> {}", one_line(step), one_line(observation)),
+                None => format!("#{index} {} -> FAILED", one_line(step)),
+            })
+            .collect();
+        Failure {
+            seed: self.seed,
+            step,
+            phase: phase.to_string(),
+            invariant: violation.invariant,
+            kind: violation.kind,
+            expected: violation.expected,
+            actual: violation.actual,
+            evidence: violation.evidence,
+            last_steps,
+        }
+    }
+}
+
+/// One-line JSON of a step or observation (for failure reports).
+fn one_line(value: &impl Serialize) -> String {
+    serde_json::to_string(value).unwrap_or_else(|error| format!("<unserializable: {error}>"))
+}
+
+/// Set this environment variable to have [`install_panic_hook`] print every panic as it happens (one line each).
+pub const PANIC_VERBOSE_ENV_VAR: &str = "SIMULATOR_PANIC_VERBOSE";
+
+thread_local! {
+    /// Where the last panic on this thread happened (`file:line`), recorded by [`install_panic_hook`].
+    static LAST_PANIC_LOCATION: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Record every panic's location for the failure report instead of printing the default message and backtrace:
+/// a run that panics is reported as a [`FailureKind::Panic`] violation with its message and that location
+/// (`SIMULATOR_PANIC_VERBOSE=1` prints each panic too). For the command line; tests keep the default hook.
+pub fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        let location = info.location().map(|location| format!("{}:{}", location.file(), location.line()));
+        if std::env::var_os(PANIC_VERBOSE_ENV_VAR).is_some() {
+            eprintln!("simulator: panic at {}: {info}", location.as_deref().unwrap_or("<unknown>"));
+        }
+        LAST_PANIC_LOCATION.with(|slot| slot.borrow_mut().clone_from(&location));
+    }));
+}
+
+/// Run `f`, turning a panic into a [`FailureKind::Panic`] violation (with its location when the hook recorded it).
+fn guarded<R>(what: &str, f: impl FnOnce() -> Result<R, Violation>) -> Result<R, Violation> {
+    LAST_PANIC_LOCATION.with(|slot| slot.borrow_mut().take());
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(result) => result,
+        Err(payload) => {
+            let mut message = payload
+                .downcast_ref::<&str>()
+                .map(|text| (*text).to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "<non-string panic payload>".to_string());
+            if let Some(location) = LAST_PANIC_LOCATION.with(|slot| slot.borrow_mut().take()) {
+                message = format!("{message} (at {location})");
+            }
+            Err(Violation::new(format!("no_panic_{what}"), FailureKind::Panic, "no panic", message))
+        }
+    }
+}
+
+/// Turns a canary on for this thread for the length of one run, and off again after it (ADR-0020).
+struct CanaryGuard<T: Target>(std::marker::PhantomData<T>);
+
+impl<T: Target> CanaryGuard<T> {
+    fn set(name: Option<&str>) -> Self {
+        T::set_canary(name).unwrap_or_else(|error| panic!("{error}"));
+        Self(std::marker::PhantomData)
+    }
+}
+
+impl<T: Target> Drop for CanaryGuard<T> {
+    fn drop(&mut self) {
+        T::set_canary(None).expect("turning canaries off cannot fail");
+    }
+}
+
+/// The loop's state that is not the session.
+struct Run<T: Target> {
+    recorder: Recorder<T>,
+    failure: Option<Failure>,
+    panicked: bool,
+    steps_run: u64,
+}
+
+impl<T: Target> Run<T> {
+    fn fail(&mut self, step: u64, phase: &str, violation: Violation) {
+        self.panicked |= violation.kind == FailureKind::Panic;
+        self.failure = Some(self.recorder.failure(step, phase, violation));
+    }
+}
+
+fn execute<T: Target>(
+    mut schedule: ScheduleOf<T>,
+    replay: Option<&[Step<T::Op>]>,
+    options: &RunOptions,
+) -> OutcomeOf<T> {
+    let _canary = CanaryGuard::<T>::set(options.canary.as_deref());
+    let seed = schedule.seed;
+    let env = SimEnv::with_faults(seed, schedule.world.faults.clone());
+    env.set_buggify(schedule.world.buggify);
+    let mut run = Run::<T> { recorder: Recorder::new(seed, options), failure: None, panicked: false, steps_run: 0 };
+    let steps_total = replay.map_or(options.steps, |steps| steps.len() as u64);
+    let (world, config) = (schedule.world.clone(), schedule.config.clone());
+    let mut session = match guarded("open", || Session::<T>::start(env.clone(), &world, &config)) {
+        Ok(session) => session,
+        Err(violation) => {
+            run.fail(0, "open", violation);
+            return outcome(run, schedule, Coverage::default());
+        }
+    };
+    let mut rng = DeterministicRng::stream(seed, "workload");
+    for index in 0..steps_total {
+        let step = match replay {
+            Some(steps) => steps[usize::try_from(index).expect("index fits")].clone(),
+            None => match guarded("generate", || Ok(session.generate(&mut rng))) {
+                Ok(step) => step,
+                Err(violation) => {
+                    run.fail(index, "generate", violation);
+                    break;
+                }
+            },
+        };
+        env.set_step(index);
+        run.steps_run += 1;
+        let result = guarded("step", || session.apply(&step));
+        schedule.steps.push(step.clone());
+        match result {
+            Ok(observation) => run.recorder.record(index, &step, Some(&observation)),
+            Err(violation) => {
+                run.recorder.record(index, &step, None);
+                run.fail(index, "step", violation);
+                break;
+            }
+        }
+    }
+    if run.failure.is_none() {
+        env.set_step(steps_total);
+        if let Err(violation) = guarded("finale", || session.finale()) {
+            run.fail(steps_total, "finale", violation);
+        }
+    }
+    run.recorder.hasher.write_u64(u64::from(run.failure.is_some()));
+    let coverage = if run.panicked {
+        Coverage::default()
+    } else {
+        run.recorder.hasher.write_u64(env.disk_digest());
+        let mut coverage = session.world.coverage();
+        session.target.coverage(&mut coverage);
+        coverage
+    };
+    dispose(session, run.panicked);
+    outcome(run, schedule, coverage)
+}
+
+/// Drop the session. After a panic its system may be poisoned and panic again when dropped (redb does): it is
+/// leaked instead (memory only; the world is discarded with it). Otherwise a panic while dropping is contained.
+fn dispose<S>(session: S, panicked: bool) {
+    if panicked {
+        std::mem::forget(session);
+        return;
+    }
+    let _ = catch_unwind(AssertUnwindSafe(move || drop(session)));
+}
+
+fn outcome<T: Target>(run: Run<T>, schedule: ScheduleOf<T>, coverage: Coverage) -> OutcomeOf<T> {
+    assert_eq!(schedule.steps.len() as u64, run.steps_run, "schedule and steps run disagree");
+    Outcome {
+        seed: schedule.seed,
+        failure: run.failure,
+        digest: run.recorder.hasher.finish(),
+        coverage,
+        steps_run: run.steps_run,
+        work_steps: run.recorder.work_steps,
+        step_digests: run.recorder.step_digests,
+        trace: run.recorder.trace,
+        schedule,
+    }
+}
+
+/// Run the same thing twice in-process and compare per-step digests. `Ok(steps)` when identical; `Err((step,
+/// first, second))` names the first step whose running digest differs (the step count for the final digest).
+pub fn check_determinism<C, O>(mut run: impl FnMut() -> Outcome<C, O>) -> Result<u64, (u64, u64, u64)> {
+    let first = run();
+    let second = run();
+    assert!(!first.step_digests.is_empty() || first.steps_run == 0, "determinism check needs step digests");
+    for (index, (a, b)) in first.step_digests.iter().zip(&second.step_digests).enumerate() {
+        if a != b {
+            return Err((index as u64, *a, *b));
+        }
+    }
+    if first.step_digests.len() != second.step_digests.len() || first.digest != second.digest {
+        let step = first.step_digests.len().min(second.step_digests.len()) as u64;
+        return Err((step, first.digest, second.digest));
+    }
+    Ok(first.steps_run)
+}

@@ -1,0 +1,171 @@
+//! Schedule steps and what they produced. A [`Step`] is a world step (the framework's) or one of the target's
+//! own operations; both serialize as one JSON object tagged by `op` (`{"op":"crash"}`,
+//! `{"op":"put","key":3,...}`), so a schedule reads as one flat list.
+//!
+//! **Invariant:** a world step's `op` names ([`WORLD_OPS`]) are reserved: a target operation may not use them
+//! (checked when a schedule is read, and by [`check_op_names`] in every target's tests).
+
+use env::ExplicitFault;
+use serde::de::{DeserializeOwned, Error as _};
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// The `op` names of world steps.
+pub const WORLD_OPS: [&str; 6] = ["crash", "crash_at_io", "crash_during_recovery", "fault", "reopen", "run_task"];
+
+/// A step the framework owns: the same for every target.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "op")]
+pub enum WorldStep {
+    /// Power cut now, then recover and verify.
+    Crash,
+    /// Arm a crash at the `k`-th IO of the next step; disarmed after it if it did not fire.
+    CrashAtIo { k: u64 },
+    /// Power cut, then a second crash at the `k`-th IO of recovery itself, then recover and verify.
+    CrashDuringRecovery { k: u64 },
+    /// Inject an explicit fault into the simulated disk.
+    Fault(ExplicitFault),
+    /// Clean close and reopen, then verify.
+    Reopen,
+    /// Step the first runnable background task named `name`; skipped if there is none.
+    RunTask { name: String },
+}
+
+/// One schedule step.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum Step<Op> {
+    World(WorldStep),
+    Op(Op),
+}
+
+impl<Op> Step<Op> {
+    /// The target operation, if this is one.
+    pub fn op(&self) -> Option<&Op> {
+        match self {
+            Step::Op(op) => Some(op),
+            Step::World(_) => None,
+        }
+    }
+}
+
+impl<'de, Op: DeserializeOwned> Deserialize<'de> for Step<Op> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = serde_json::Value::deserialize(deserializer)?;
+        let name = value.get("op").and_then(serde_json::Value::as_str).unwrap_or_default();
+        if WORLD_OPS.contains(&name) {
+            return WorldStep::deserialize(value).map(Step::World).map_err(D::Error::custom);
+        }
+        Op::deserialize(value).map(Step::Op).map_err(D::Error::custom)
+    }
+}
+
+/// Check that a target's operations do not serialize with a reserved `op` name (pass one of each kind).
+pub fn check_op_names<Op: Serialize>(ops: &[Op]) -> Result<(), String> {
+    for op in ops {
+        let value = serde_json::to_value(op).map_err(|error| error.to_string())?;
+        if let Some(name) = value.get("op").and_then(serde_json::Value::as_str)
+            && WORLD_OPS.contains(&name)
+        {
+            return Err(format!("operation {value} uses the reserved world step name {name:?}"));
+        }
+    }
+    Ok(())
+}
+
+/// What a step produced: the target's own observation, or one the framework made.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "result")]
+pub enum Observed<O> {
+    /// The system recovered (after a crash or reopen) and the target verified it.
+    Recovered { verified: O },
+    /// The system could not be opened (a fault justified it; `reason` is the last open error): the step was not
+    /// attempted.
+    Unavailable { reason: String },
+    /// The call failed with an error a fault justified (`class` from [`crate::SystemError::class`]; `crashed` when
+    /// an armed crash cut it).
+    Error { class: String },
+    /// The step's precondition is gone: nothing happened.
+    Skipped,
+    /// A crash is armed for the next step.
+    Armed { k: u64 },
+    /// An explicit fault is injected.
+    Injected,
+    /// A background task step ran; `done` when the task finished.
+    Task { name: String, done: bool },
+    /// An armed crash cut this step at `io` on `path`; the system recovered and was verified.
+    CutByCrash { io: String, path: String },
+    /// The target's own observation.
+    #[serde(untagged)]
+    Op(O),
+}
+
+impl<O> Observed<O> {
+    /// Did this step do no work (skipped, armed, injected, unavailable)? A target's own observation asks
+    /// [`crate::Target::is_idle`].
+    pub fn is_idle_with(&self, op_idle: impl FnOnce(&O) -> bool) -> bool {
+        match self {
+            Observed::Skipped | Observed::Armed { .. } | Observed::Injected | Observed::Unavailable { .. } => true,
+            Observed::Op(observation) => op_idle(observation),
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case", tag = "op")]
+    enum Toy {
+        Put { key: u32 },
+        Flush,
+    }
+
+    #[test]
+    fn steps_round_trip_as_one_flat_list() {
+        let steps: Vec<Step<Toy>> = vec![
+            Step::Op(Toy::Put { key: 3 }),
+            Step::World(WorldStep::Crash),
+            Step::World(WorldStep::CrashAtIo { k: 5 }),
+            Step::World(WorldStep::Fault(ExplicitFault::FlipBit { path: PathBuf::from("/db/x"), offset: 7 })),
+            Step::World(WorldStep::RunTask { name: "flush".into() }),
+            Step::Op(Toy::Flush),
+        ];
+        let json = serde_json::to_string(&steps).expect("serializes");
+        assert!(json.contains(r#"{"op":"put","key":3}"#), "{json}");
+        assert!(json.contains(r#"{"op":"crash_at_io","k":5}"#), "{json}");
+        assert!(json.contains(r#"{"op":"fault","fault":"flip_bit","path":"/db/x","offset":7}"#), "{json}");
+        let back: Vec<Step<Toy>> = serde_json::from_str(&json).expect("parses");
+        assert_eq!(back, steps);
+    }
+
+    #[test]
+    fn a_bad_step_names_the_target_error_and_reserved_names_are_refused() {
+        let error = serde_json::from_str::<Step<Toy>>(r#"{"op":"put","key":"x"}"#).expect_err("bad key");
+        assert!(error.to_string().contains("invalid type"), "{error}");
+        let error = serde_json::from_str::<Step<Toy>>(r#"{"op":"crash_at_io"}"#).expect_err("missing k");
+        assert!(error.to_string().contains("missing field `k`"), "{error}");
+        assert_eq!(check_op_names(&[Toy::Put { key: 1 }, Toy::Flush]), Ok(()));
+        #[derive(Serialize)]
+        #[serde(tag = "op", rename_all = "snake_case")]
+        enum Clash {
+            Crash,
+        }
+        assert!(check_op_names(&[Clash::Crash]).is_err());
+    }
+
+    #[test]
+    fn observations_serialize_flat_and_idle_is_the_documented_set() {
+        let own: Observed<Toy> = Observed::Op(Toy::Flush);
+        assert_eq!(serde_json::to_string(&own).expect("serializes"), r#"{"op":"flush"}"#);
+        let armed: Observed<Toy> = Observed::Armed { k: 2 };
+        assert_eq!(serde_json::to_string(&armed).expect("serializes"), r#"{"result":"armed","k":2}"#);
+        assert!(armed.is_idle_with(|_| false));
+        assert!(Observed::<Toy>::Skipped.is_idle_with(|_| false));
+        assert!(!Observed::<Toy>::Error { class: "io".into() }.is_idle_with(|_| true));
+        assert!(own.is_idle_with(|_| true) && !own.is_idle_with(|_| false));
+    }
+}

@@ -1,0 +1,261 @@
+//! What the framework lends a target during a run: the simulated world, the fault bookkeeping with the one copy
+//! of the per-fault rules (ADR-0010), and the coverage counters.
+//!
+//! # Per-fault rules
+//!
+//! Faults are read from the world's fault counters after every step and whenever an error surfaces. A fault
+//! *excuses errors* ([`excuses_errors`]) until the next open in which no fault fired; it *damages* the run when
+//! it can destroy or hide durable data ([`env::FaultKind::destroys_data`]), for the rest of the run:
+//!
+//! * `fsync_error`, `explicit_sync_error`, `write_error`, `explicit_write_error`, `short_write`, `disk_full`,
+//!   `read_error` — a typed error is allowed (and the system is reopened after the step); acknowledged data is
+//!   not lost.
+//! * `read_corruption` (transient: a re-read is correct) — the only non-damaging fault that excuses an error
+//!   reporting corruption ([`crate::SystemError::corruption`]); a write or sync error never does.
+//! * `latent_sector`, `misdirected_write`, `explicit_corruption`, `crash_garbled_sector` — the run is *damaged*:
+//!   errors of every kind are allowed from then on, an open may fail for good (the run then ends
+//!   "unrecoverable", which passes), and the target's checks may weaken ([`World::damaged`]).
+//! * `latency`, `clock_jump`, and the crash effects (`crash_dropped_write`, `crash_torn_write`,
+//!   `crash_dropped_metadata`) — excuse nothing: they touch only unsynced state or time.
+//!
+//! Never allowed, whatever fired: an error while no fault justifies it, a crash error when no crash happened,
+//! a panic.
+
+use std::collections::BTreeMap;
+
+use env::{FaultKind, SimEnv};
+
+use crate::step::Observed;
+use crate::target::{Coverage, FailureKind, SystemError, Violation};
+
+/// The liveness phase's budget of background-task steps.
+pub const TASK_DRAIN_STEPS_MAX: u64 = 1_000_000;
+
+/// May a fault of this kind make a call of the system under test fail? Which faults *damage* data is
+/// [`FaultKind::destroys_data`], the disk model's own answer.
+pub fn excuses_errors(kind: FaultKind) -> bool {
+    !matches!(
+        kind,
+        FaultKind::Latency
+            | FaultKind::ClockJump
+            | FaultKind::CrashDroppedWrite
+            | FaultKind::CrashTornWrite
+            | FaultKind::CrashDroppedMetadata
+    )
+}
+
+/// Which faults the run has accounted for: each poll returns the kinds that fired since the last one.
+#[derive(Clone, Debug, Default)]
+struct FaultTracker {
+    seen: BTreeMap<FaultKind, u64>,
+    total: u64,
+}
+
+impl FaultTracker {
+    fn poll(&mut self, env: &SimEnv) -> Vec<FaultKind> {
+        let counts = env.fault_counts();
+        let total: u64 = counts.values().sum();
+        if total == self.total {
+            return Vec::new();
+        }
+        assert!(total > self.total, "fault counters went backwards");
+        let fired: Vec<FaultKind> = counts
+            .iter()
+            .filter(|&(kind, &count)| count > self.seen.get(kind).copied().unwrap_or(0))
+            .map(|(&kind, _)| kind)
+            .collect();
+        assert!(!fired.is_empty(), "the total grew but no kind did");
+        self.seen = counts;
+        self.total = total;
+        fired
+    }
+}
+
+/// The world of one run, as a target sees it.
+#[derive(Debug)]
+pub struct World {
+    env: SimEnv,
+    tracker: FaultTracker,
+    /// An error-causing fault fired since the last clean open.
+    excused: bool,
+    /// A fault that corrupts bytes read fired since the last clean open.
+    corruption_excused: bool,
+    /// A data-destroying fault fired: for the rest of the run.
+    damaged: bool,
+    /// The system could not be brought back after damage; the rest of the run only records.
+    pub(crate) unrecoverable: bool,
+    /// Reopen the system at the end of this step (an error surfaced).
+    pub(crate) reopen_pending: bool,
+    pub(crate) counters: Coverage,
+    /// The last error an open returned (for `unavailable` observations).
+    pub(crate) last_open_error: String,
+}
+
+impl World {
+    pub(crate) fn new(env: SimEnv) -> Self {
+        Self {
+            env,
+            tracker: FaultTracker::default(),
+            excused: false,
+            corruption_excused: false,
+            damaged: false,
+            unrecoverable: false,
+            reopen_pending: false,
+            counters: Coverage::default(),
+            last_open_error: String::new(),
+        }
+    }
+
+    /// The simulated world: disk, clock, randomness, tasks.
+    pub fn env(&self) -> &SimEnv {
+        &self.env
+    }
+
+    /// Add one to coverage counter `name`.
+    pub fn count(&mut self, name: &str) {
+        self.counters.add(name, 1);
+    }
+
+    /// Add `count` to coverage counter `name`.
+    pub fn add(&mut self, name: &str, count: u64) {
+        self.counters.add(name, count);
+    }
+
+    /// Read new fault records and apply the rule table.
+    pub(crate) fn poll_faults(&mut self) {
+        for kind in self.tracker.poll(&self.env) {
+            self.damaged |= kind.destroys_data();
+            self.excused |= excuses_errors(kind);
+            self.corruption_excused |= kind == FaultKind::ReadCorruption;
+        }
+    }
+
+    /// Faults seen so far, all kinds together.
+    pub(crate) fn faults_total(&mut self) -> u64 {
+        self.poll_faults();
+        self.tracker.total
+    }
+
+    /// Has a data-destroying fault fired in this run? Then reads may return any value a key ever had, or none,
+    /// and recovery may roll back.
+    pub fn damaged(&mut self) -> bool {
+        self.poll_faults();
+        self.damaged
+    }
+
+    /// Has a fault of `kind` fired in this run?
+    pub fn has_seen(&mut self, kind: FaultKind) -> bool {
+        self.poll_faults();
+        self.tracker.seen.contains_key(&kind)
+    }
+
+    /// A clean open clears the excuses; an open during which a fault fired keeps them.
+    pub(crate) fn opened(&mut self, faulted: bool) {
+        self.excused &= faulted;
+        self.corruption_excused &= faulted;
+    }
+
+    /// The liveness phase starts with nothing excused.
+    pub(crate) fn heal(&mut self) {
+        self.poll_faults();
+        self.excused = false;
+        self.corruption_excused = false;
+    }
+
+    /// May `error` surface now (ADR-0010)? Never when the world crashed (that is the crash, not an error).
+    pub fn excuses(&mut self, error: &SystemError) -> bool {
+        self.poll_faults();
+        if self.env.is_halted() {
+            return false;
+        }
+        if error.corruption {
+            return self.corruption_excused || self.damaged;
+        }
+        self.excused || self.damaged
+    }
+
+    /// An operation `what` failed with `error`: observed as `error` (and the system reopened after the step)
+    /// when a fault or a crash justifies it, a [`FailureKind::UnexpectedError`] violation otherwise.
+    pub fn tolerate<O>(&mut self, what: &str, error: &SystemError) -> Result<Observed<O>, Violation> {
+        if self.env.is_halted() {
+            return Ok(Observed::Error { class: "crashed".into() });
+        }
+        if self.excuses(error) {
+            self.count("errors_tolerated");
+            self.reopen_pending = true;
+            return Ok(Observed::Error { class: error.class.clone() });
+        }
+        Err(Violation::new(
+            format!("no_unexpected_error.{what}"),
+            FailureKind::UnexpectedError,
+            "Ok (no fault or crash justifies an error)",
+            error.message.clone(),
+        ))
+    }
+
+    /// A verification read failed with `error` during `context` (`durability`, `liveness`): `Ok(true)` when a
+    /// fault excuses it (the system is reopened after the step), `Ok(false)` when an armed crash cut it (the
+    /// framework recovers and verifies again), a violation otherwise.
+    pub fn tolerate_verify(&mut self, context: &str, what: &str, error: &SystemError) -> Result<bool, Violation> {
+        if self.env.is_halted() {
+            return Ok(false);
+        }
+        if self.excuses(error) {
+            self.count("errors_tolerated");
+            self.reopen_pending = true;
+            return Ok(true);
+        }
+        Err(Violation::new(
+            format!("{context}.read"),
+            FailureKind::UnexpectedError,
+            format!("{what} succeeds (no fault justifies an error)"),
+            error.message.clone(),
+        ))
+    }
+
+    /// A damaged run's system cannot get healthy: record it (`unrecoverable_runs`) and stop checking. Refused
+    /// (`Err`) when the run is not damaged: then it is a liveness violation.
+    pub fn give_up(&mut self, invariant: &str, expected: &str, actual: impl Into<String>) -> Result<(), Violation> {
+        if self.damaged() {
+            self.unrecoverable = true;
+            return Ok(());
+        }
+        Err(Violation::new(invariant, FailureKind::Liveness, expected, actual))
+    }
+
+    /// Has the run given up on the system ([`World::give_up`], or an open that failed for good after damage)?
+    pub fn is_unrecoverable(&self) -> bool {
+        self.unrecoverable
+    }
+
+    /// Run background tasks until none is runnable, within [`TASK_DRAIN_STEPS_MAX`] task steps; a liveness
+    /// violation named `invariant` otherwise.
+    pub fn drain(&mut self, invariant: &str) -> Result<(), Violation> {
+        let steps = self.env.run_tasks(TASK_DRAIN_STEPS_MAX);
+        let left = self.env.runnable_tasks();
+        if !left.is_empty() {
+            return Err(Violation::new(
+                invariant,
+                FailureKind::Liveness,
+                format!("background work drains within {TASK_DRAIN_STEPS_MAX} task steps"),
+                format!("{} tasks still runnable after {steps} steps: {left:?}", left.len()),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The framework's coverage: its counters, faults fired by kind, BUGGIFY, damaged and unrecoverable runs.
+    pub(crate) fn coverage(&mut self) -> Coverage {
+        let mut coverage = self.counters.clone();
+        for (kind, count) in self.env.fault_counts() {
+            coverage.add(&format!("fault.{}", kind.name()), count);
+        }
+        let buggify = self.env.buggify_counts();
+        coverage.add("buggify.sites_hit", buggify.values().filter(|(_, fired)| *fired > 0).count() as u64);
+        coverage.add("buggify.fires", buggify.values().map(|(_, fired)| fired).sum());
+        let damaged = self.damaged();
+        coverage.add("damaged_runs", u64::from(damaged));
+        coverage.add("unrecoverable_runs", u64::from(self.unrecoverable));
+        coverage
+    }
+}

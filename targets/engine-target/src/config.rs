@@ -1,0 +1,169 @@
+//! The engine target's own configuration: the workload, the operation mix and the engine's tuning, drawn from
+//! the seed's `"engine"` stream, stored in the schedule, and simplified by the shrinker.
+
+use engine::{Options, SyncMode};
+use holdfast::kit::{Workload, smaller};
+use holdfast::env::DeterministicRng;
+use serde::{Deserialize, Serialize};
+
+/// The largest key space a run uses.
+pub const KEY_COUNT_MAX: u32 = 2000;
+
+/// Integer weights of each kind of operation (0 turns a kind off).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpWeights {
+    pub put: u64,
+    pub delete: u64,
+    pub get: u64,
+    pub scan: u64,
+    pub flush: u64,
+    pub compact: u64,
+}
+
+impl OpWeights {
+    /// The weights in a fixed order, for [`DeterministicRng::weighted`].
+    pub fn as_array(&self) -> [u64; 6] {
+        [self.put, self.delete, self.get, self.scan, self.flush, self.compact]
+    }
+}
+
+/// The engine's tuning knobs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TuningConfig {
+    pub flush_threshold_bytes: u64,
+    pub block_size_bytes: u64,
+    pub bloom_bits_per_key: u32,
+    pub level_size_ratio: u64,
+    pub l0_compaction_trigger: u64,
+    pub block_cache_bytes: u64,
+}
+
+/// Everything the engine target draws per seed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EngineConfig {
+    pub workload: Workload,
+    pub weights: OpWeights,
+    pub tuning: TuningConfig,
+}
+
+impl EngineConfig {
+    /// The configuration of `seed`: a pure function of its `"engine"` stream.
+    pub fn from_seed(seed: u64) -> Self {
+        let mut rng = DeterministicRng::stream(seed, "engine");
+        let workload = Workload::draw(&mut rng, KEY_COUNT_MAX);
+        let mut on = |max: u64, off_ppm: u32| if rng.chance_ppm(off_ppm) { 0 } else { rng.range_inclusive(1, max) };
+        let weights = OpWeights {
+            put: on(100, 0),
+            delete: on(40, 200_000),
+            get: on(100, 100_000),
+            scan: on(20, 300_000),
+            flush: on(5, 300_000),
+            compact: on(3, 400_000),
+        };
+        let tuning = TuningConfig {
+            // 4 KiB .. 256 KiB, by powers of two: flushes and compactions really happen within a run.
+            flush_threshold_bytes: 4096 << rng.below(7),
+            block_size_bytes: 256 << rng.below(5),
+            bloom_bits_per_key: u32::try_from(rng.range_inclusive(1, 16)).expect("fits"),
+            level_size_ratio: rng.range_inclusive(2, 10),
+            l0_compaction_trigger: rng.range_inclusive(2, 8),
+            block_cache_bytes: if rng.chance_ppm(300_000) { 0 } else { (16 * 1024) << rng.below(6) },
+        };
+        let config = Self { workload, weights, tuning };
+        config.validate().expect("the engine target generated an invalid configuration");
+        config
+    }
+
+    /// Check a configuration read from a file.
+    pub fn validate(&self) -> Result<(), String> {
+        self.workload.validate()?;
+        if self.weights.put == 0 {
+            return Err("weights.put must be positive (every run writes)".into());
+        }
+        if self.tuning.flush_threshold_bytes == 0 {
+            return Err("tuning.flush_threshold_bytes must be positive".into());
+        }
+        Ok(())
+    }
+
+    /// Engine options (always `SyncMode::Sync`: the oracle treats every acknowledged write as durable).
+    pub fn options(&self) -> Options {
+        let tuning = &self.tuning;
+        Options::default()
+            .with_flush_threshold_bytes(tuning.flush_threshold_bytes)
+            .with_block_size_bytes(usize::try_from(tuning.block_size_bytes).unwrap_or(4096))
+            .with_bloom_bits_per_key(tuning.bloom_bits_per_key)
+            .with_level_size_ratio(tuning.level_size_ratio.max(2))
+            .with_l0_compaction_trigger(usize::try_from(tuning.l0_compaction_trigger).unwrap_or(4).max(1))
+            .with_block_cache_bytes(usize::try_from(tuning.block_cache_bytes).unwrap_or(0))
+            .with_sync_mode(SyncMode::Sync)
+    }
+
+    /// Simpler configurations for the shrinker: a simpler workload, no block cache, larger flush thresholds.
+    pub fn simpler(&self) -> Vec<Self> {
+        let mut out: Vec<Self> =
+            self.workload.simpler().into_iter().map(|workload| Self { workload, ..self.clone() }).collect();
+        if self.tuning.block_cache_bytes > 0 {
+            let mut copy = self.clone();
+            copy.tuning.block_cache_bytes = 0;
+            out.push(copy);
+        }
+        for l0 in smaller(self.tuning.l0_compaction_trigger, 2) {
+            let mut copy = self.clone();
+            copy.tuning.l0_compaction_trigger = l0;
+            out.push(copy);
+        }
+        out.retain(|candidate| candidate != self && candidate.validate().is_ok());
+        out
+    }
+}
+
+impl std::fmt::Display for EngineConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let w = &self.workload;
+        let o = &self.weights;
+        let t = &self.tuning;
+        write!(
+            f,
+            "keys={} dist={:?} value_max={}B large={}ppm/{}B scan_max={}; put={} del={} get={} scan={} flush={} \
+             compact={}; flush_threshold={}B block={}B bloom={}b/key ratio={} l0_trigger={} cache={}B",
+            w.key_count,
+            w.distribution,
+            w.value_size_bytes_max,
+            w.large_value_ppm,
+            w.large_value_size_bytes_max,
+            w.scan_keys_max,
+            o.put,
+            o.delete,
+            o.get,
+            o.scan,
+            o.flush,
+            o.compact,
+            t.flush_threshold_bytes,
+            t.block_size_bytes,
+            t.bloom_bits_per_key,
+            t.level_size_ratio,
+            t.l0_compaction_trigger,
+            t.block_cache_bytes
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn configs_are_pure_varied_and_simplify_to_valid_configs() {
+        assert_eq!(EngineConfig::from_seed(5), EngineConfig::from_seed(5));
+        let configs: Vec<EngineConfig> = (0..50).map(EngineConfig::from_seed).collect();
+        assert!(configs.iter().any(|config| config.workload.key_count <= 8), "no tiny key space in 50 seeds");
+        assert!(configs.iter().any(|config| config.weights.scan == 0) && configs.iter().any(|c| c.weights.scan > 0));
+        for config in &configs {
+            for simpler in config.simpler() {
+                assert!(simpler.validate().is_ok());
+                assert_ne!(&simpler, config);
+            }
+        }
+    }
+}

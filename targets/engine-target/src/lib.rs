@@ -1,0 +1,311 @@
+//! The reference engine as a holdfast target: `engine::Db` on `SimEnv`, checked against a model after every step.
+//!
+//! # Invariants
+//!
+//! * **Oracle** (`oracle.*`): every `get` and `scan` returns what the model of acknowledged state says. A write
+//!   whose call returned an error (or was cut by a crash) is *in flight*: the key may hold it or its previous
+//!   value, wholly; the first read resolves the model.
+//! * **Durability** (`durability.*`): after every crash + recovery (and every reopen), every key of the key space
+//!   reads as the model says.
+//! * **No never-written values, no resurrection**: every value read is one written under that key; a deleted key
+//!   never comes back (unless a data-destroying fault justifies a rollback).
+//! * **Sequence numbers** (`sequence_monotonic`, `sequence_recovered`): every acknowledged write gets a sequence
+//!   above every earlier one; after recovery `db.last_sequence()` is at least the highest acknowledged before.
+//! * **Structural** (`structural`): `db.check_invariants()` after every step that can change structure (every
+//!   step but a successful `get` or `scan`).
+//! * **Liveness** (`liveness.*`): with faults healed, background work drains, flush and compaction succeed, and
+//!   every key verifies; then a final power cut loses nothing acknowledged.
+//!
+//! Which errors a fault excuses, and when data may be lost, is the framework's rule table
+//! (`holdfast::world`, ADR-0010). This target is stricter than the table in one place: in `SyncMode::Sync`
+//! no acknowledged write is unsynced, so a failed fsync may not lose one (fsyncgate).
+//!
+//! # Coverage counters
+//!
+//! `crash.<place>` for `mid_append` (an armed crash cut a `write` of a `wal-*` file), `between_append_and_sync`
+//! (cut a `sync` of a `wal-*` file), `mid_flush`, `mid_compaction`, `mid_manifest`; `flushes`, `compactions`,
+//! `in_flight_writes`; and the framework's (`crashes`, `recoveries`, `reopens`, `fault.<kind>`, ...).
+
+pub mod config;
+#[cfg(feature = "arbitrary")]
+pub mod fuzzing;
+mod model;
+mod ops;
+
+use std::path::Path;
+
+use engine::Db;
+use holdfast::env::{DeterministicRng, Op as Io, SimEnv};
+use holdfast::kit::{key_bytes, sig_of};
+use holdfast::protocol::{cut_io, file_name, in_dir};
+use holdfast::{Coverage, FailureKind, FaultSite, Observed, Step, SystemError, Target, Violation, World, WorldConfig};
+
+pub use self::config::{EngineConfig, OpWeights, TuningConfig};
+pub use self::model::{Model, Resolution};
+pub use self::ops::{Observation, Op};
+
+/// The database directory inside the simulated world.
+pub const DB_DIR: &str = "/db";
+
+/// The engine target's state: the database (when open), the model, and its own counters.
+#[derive(Debug)]
+pub struct EngineTarget {
+    db: Option<Db<SimEnv>>,
+    config: EngineConfig,
+    model: Model,
+    max_acked_sequence: u64,
+    next_value_id: u64,
+    counters: Coverage,
+}
+
+/// An engine error as the framework's fault rules see it.
+pub fn system_error(error: &engine::Error) -> SystemError {
+    let class = match error {
+        engine::Error::Env(inner) => format!("env_{}", inner.op()),
+        engine::Error::Corruption { .. } => "corruption".into(),
+        engine::Error::Locked { .. } => "locked".into(),
+        engine::Error::Closed { .. } => "closed".into(),
+        engine::Error::InvalidArgument { .. } => "invalid_argument".into(),
+        engine::Error::Conflict { cause } => format!("conflict_{}", cause.name()),
+        _ => "other".into(),
+    };
+    if error.is_corruption() { SystemError::corruption(class, error) } else { SystemError::new(class, error) }
+}
+
+impl EngineTarget {
+    /// The database, if open.
+    pub fn db(&self) -> Option<&Db<SimEnv>> {
+        self.db.as_ref()
+    }
+
+    /// The model of acknowledged state.
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
+    /// Read every key of the key space (and every key the model knows) and compare with the model.
+    fn verify_all(&mut self, world: &mut World, context: &str) -> Result<(), Violation> {
+        let key_count = self.config.workload.key_count;
+        let mut keys: Vec<u32> = (0..key_count).collect();
+        keys.extend(self.model.known_keys().filter(|&key| key >= key_count));
+        for key in keys {
+            let Some(db) = &self.db else { return Ok(()) };
+            match db.get(&key_bytes(key)) {
+                Ok(value) => {
+                    let actual = value.as_deref().map(sig_of);
+                    self.model.observe(key, actual, world.damaged(), context)?;
+                }
+                Err(error) => {
+                    // An armed crash cut the verification (the framework recovers and verifies again), or a fault
+                    // excused the error; a closed database cannot be read further.
+                    let closed = matches!(error, engine::Error::Closed { .. });
+                    let excused = world.tolerate_verify(context, &format!("get k{key:06}"), &system_error(&error))?;
+                    if !excused || closed {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn count_stats(&mut self) {
+        if let Some(db) = &self.db {
+            let stats = db.stats();
+            self.counters.add("flushes", stats.flush_count);
+            self.counters.add("compactions", stats.compaction_count);
+        }
+    }
+}
+
+impl Target for EngineTarget {
+    const NAME: &'static str = "engine";
+    const ABOUT: &'static str = "holdfast's engine: puts, deletes, gets, scans, flushes and compactions, checked \
+                                 against a model after every step (the default)";
+    type Config = EngineConfig;
+    type Op = Op;
+    type Observation = Observation;
+
+    fn configure(seed: u64, _world: &WorldConfig) -> EngineConfig {
+        EngineConfig::from_seed(seed)
+    }
+
+    fn validate_config(config: &EngineConfig) -> Result<(), String> {
+        config.validate()
+    }
+
+    fn new(_env: &SimEnv, config: &EngineConfig) -> Self {
+        Self {
+            db: None,
+            config: config.clone(),
+            model: Model::default(),
+            max_acked_sequence: 0,
+            next_value_id: 1,
+            counters: Coverage::default(),
+        }
+    }
+
+    fn open(&mut self, env: &SimEnv) -> Result<(), SystemError> {
+        let db = Db::open(env.clone(), DB_DIR, self.config.options()).map_err(|error| system_error(&error))?;
+        self.db = Some(db);
+        Ok(())
+    }
+
+    fn close(&mut self) -> Result<(), SystemError> {
+        self.db.as_ref().map_or(Ok(()), |db| db.close().map_err(|error| system_error(&error)))
+    }
+
+    fn drop_system(&mut self) {
+        self.count_stats();
+        self.db = None;
+    }
+
+    fn is_open(&self) -> bool {
+        self.db.is_some()
+    }
+
+    fn recovered(&mut self, world: &mut World) -> Result<Observation, Violation> {
+        let last_sequence = self.db.as_ref().expect("recovered after an open").last_sequence();
+        let damaged = world.damaged();
+        if last_sequence < self.max_acked_sequence && !damaged {
+            return Err(Violation::new(
+                "sequence_recovered",
+                FailureKind::Durability,
+                format!("last_sequence >= {} (highest acknowledged before)", self.max_acked_sequence),
+                last_sequence.to_string(),
+            ));
+        }
+        if damaged {
+            // After damage a rollback is allowed, so sequences restart from what recovery found.
+            self.max_acked_sequence = self.max_acked_sequence.min(last_sequence);
+        }
+        self.verify_all(world, "durability")?;
+        Ok(Observation::Recovered { last_sequence })
+    }
+
+    fn generate(&mut self, _world: &World, rng: &mut DeterministicRng, config: &EngineConfig) -> Op {
+        self.generate_op(rng, config)
+    }
+
+    fn apply(&mut self, world: &mut World, op: &Op) -> Result<Observed<Observation>, Violation> {
+        self.apply_op(world, op)
+    }
+
+    fn check(&mut self, _world: &mut World, last: Option<&Observed<Observation>>) -> Result<(), Violation> {
+        // The structural check is a function of the files and the version, which a successful read cannot change.
+        if matches!(last, Some(Observed::Op(Observation::Value { .. } | Observation::Scan { .. }))) {
+            return Ok(());
+        }
+        let Some(db) = &self.db else { return Ok(()) };
+        db.check_invariants().map_err(|message| {
+            Violation::new("structural", FailureKind::Structural, "db.check_invariants() == Ok", message)
+        })
+    }
+
+    fn healthy(&mut self, world: &mut World) -> Result<(), Violation> {
+        world.drain("liveness.drain")?;
+        self.verify_all(world, "liveness")?;
+        let db = self.db.as_ref().expect("healthy after an open");
+        if let Err(error) = db.flush().and_then(|()| db.compact()) {
+            return world.give_up("liveness.flush_compact", "flush and compact succeed once healed", error.to_string());
+        }
+        world.drain("liveness.drain_after_compact")?;
+        self.verify_all(world, "liveness")
+    }
+
+    /// Every database file but the lock file; bit flips only in tables (a flipped WAL or MANIFEST makes the
+    /// database refuse to open for the rest of the run, a typed error the rules allow but one that ends the
+    /// run's usefulness, so, like VOPR's fault atlas, explicit corruption stays recoverable).
+    fn fault_sites(&self, env: &SimEnv) -> Vec<FaultSite> {
+        env.files()
+            .into_iter()
+            .filter(|file| in_dir(&file.path, DB_DIR) && !file.path.ends_with("LOCK"))
+            .map(|file| FaultSite {
+                flippable: file_name(&file.path).starts_with("table-"),
+                path: file.path,
+                len_bytes: file.current_len,
+            })
+            .collect()
+    }
+
+    fn crash_places(&self, step: Option<&Step<Op>>, io: Io, path: &Path) -> Vec<&'static str> {
+        let mut places = Vec::new();
+        if cut_io(io, path, "wal-", Io::Write) {
+            places.push("crash.mid_append");
+        }
+        if cut_io(io, path, "wal-", Io::Sync) {
+            places.push("crash.between_append_and_sync");
+        }
+        if file_name(path).starts_with("MANIFEST") {
+            places.push("crash.mid_manifest");
+        }
+        match step {
+            Some(Step::Op(Op::Flush)) => places.push("crash.mid_flush"),
+            Some(Step::Op(Op::Compact)) => places.push("crash.mid_compaction"),
+            Some(Step::World(holdfast::WorldStep::RunTask { name })) if name == "compaction" => {
+                places.push("crash.mid_compaction");
+            }
+            Some(Step::World(holdfast::WorldStep::RunTask { .. })) => places.push("crash.mid_flush"),
+            Some(Step::Op(_)) if file_name(path).starts_with("table-") => places.push("crash.mid_flush"),
+            _ => {}
+        }
+        places
+    }
+
+    fn coverage(&self, coverage: &mut Coverage) {
+        coverage.merge(&self.counters);
+        if let Some(db) = &self.db {
+            let stats = db.stats();
+            coverage.add("flushes", stats.flush_count);
+            coverage.add("compactions", stats.compaction_count);
+        }
+    }
+
+    fn required_coverage(world: &WorldConfig, _config: &EngineConfig) -> Vec<String> {
+        let mut names: Vec<String> = vec!["flushes".into(), "compactions".into()];
+        if world.weights.crash_at_io > 0 {
+            let places = ["mid_append", "between_append_and_sync", "mid_flush", "mid_compaction", "mid_manifest"];
+            names.extend(places.iter().map(|place| format!("crash.{place}")));
+        }
+        names
+    }
+
+    fn canaries() -> Vec<&'static str> {
+        #[cfg(feature = "canaries")]
+        return engine::canary::CANARIES.to_vec();
+        #[cfg(not(feature = "canaries"))]
+        Vec::new()
+    }
+
+    fn set_canary(name: Option<&str>) -> Result<(), String> {
+        set_engine_canary(name, &Self::canaries())
+    }
+
+    fn simplify_op(op: &Op) -> Vec<Op> {
+        ops::simplify_op(op)
+    }
+
+    fn simplify_config(config: &EngineConfig) -> Vec<EngineConfig> {
+        config.simpler()
+    }
+
+    fn rewrite(steps: &[Step<Op>]) -> Vec<Vec<Step<Op>>> {
+        ops::rewrite(steps)
+    }
+
+    fn describe(config: &EngineConfig) -> String {
+        config.to_string()
+    }
+}
+
+/// Turn an engine canary on or off for this thread, if it is one of `known` (ADR-0020).
+pub fn set_engine_canary(name: Option<&str>, known: &[&str]) -> Result<(), String> {
+    if let Some(name) = name
+        && !known.contains(&name)
+    {
+        return Err(format!("canary {name:?} is not compiled into this build (known: {})", known.join(", ")));
+    }
+    #[cfg(feature = "canaries")]
+    engine::canary::set_active(name)?;
+    Ok(())
+}

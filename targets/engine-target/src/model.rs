@@ -1,0 +1,189 @@
+//! The oracle: a `BTreeMap` model of acknowledged state, the in-flight writes that may or may not have landed,
+//! and every value ever written per key.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+use holdfast::kit::{Sig, ValueSpec, sig_of};
+use holdfast::{FailureKind, Violation};
+
+/// The most unresolved in-flight writes one key may carry (each failed write adds one until a read resolves them).
+pub const IN_FLIGHT_PER_KEY_MAX: usize = 1_000_000;
+
+#[derive(Clone, Debug, Default)]
+struct Slot {
+    /// The acknowledged value (None: absent or deleted).
+    value: Option<Sig>,
+    /// Unresolved in-flight writes: the key may now hold any of these, or `value`.
+    maybe: BTreeSet<Option<Sig>>,
+    /// Every value ever written (acknowledged or not) under this key.
+    ever: BTreeSet<Sig>,
+}
+
+/// How a read compared with the model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Resolution {
+    /// What the model expected.
+    Expected,
+    /// One of the in-flight candidates: the model now holds it.
+    ResolvedInFlight,
+    /// Not what the model expected, but allowed by a data-destroying fault (a rollback to an earlier value).
+    Degraded,
+}
+
+/// The model of one database.
+#[derive(Clone, Debug, Default)]
+pub struct Model {
+    slots: BTreeMap<u32, Slot>,
+    /// Every value signature ever written, with the spec that made it (for reports and observations).
+    specs: BTreeMap<Sig, ValueSpec>,
+}
+
+impl Model {
+    /// Remember the spec of a value about to be written, returning its signature.
+    pub fn register(&mut self, spec: ValueSpec, bytes: &[u8]) -> Sig {
+        assert_eq!(bytes.len(), spec.len as usize, "bytes do not match their spec");
+        let sig = sig_of(bytes);
+        self.specs.entry(sig).or_insert(spec);
+        debug_assert!(self.specs.contains_key(&sig));
+        sig
+    }
+
+    /// The spec of a known signature.
+    pub fn spec(&self, sig: Sig) -> Option<ValueSpec> {
+        self.specs.get(&sig).copied()
+    }
+
+    /// A write of `value` (None: delete) to `key` was acknowledged.
+    pub fn ack(&mut self, key: u32, value: Option<Sig>) {
+        let slot = self.slots.entry(key).or_default();
+        slot.value = value;
+        slot.maybe.clear();
+        if let Some(sig) = value {
+            slot.ever.insert(sig);
+        }
+        debug_assert!(slot.maybe.is_empty());
+    }
+
+    /// A write of `value` (None: delete) to `key` returned an error: it may or may not have landed.
+    pub fn in_flight(&mut self, key: u32, value: Option<Sig>) {
+        let slot = self.slots.entry(key).or_default();
+        if let Some(sig) = value {
+            slot.ever.insert(sig);
+        }
+        if slot.value != value {
+            slot.maybe.insert(value);
+        }
+        assert!(slot.maybe.len() <= IN_FLIGHT_PER_KEY_MAX, "key {key} has too many unresolved writes");
+    }
+
+    /// Keys the model knows about (ever written or deleted).
+    pub fn known_keys(&self) -> impl Iterator<Item = u32> + '_ {
+        self.slots.keys().copied()
+    }
+
+    /// Known keys in `start..end`.
+    pub fn known_keys_in(&self, start: u32, end: u32) -> Vec<u32> {
+        if start >= end {
+            return Vec::new();
+        }
+        self.slots.range(start..end).map(|(&key, _)| key).collect()
+    }
+
+    /// True when `key` has unresolved in-flight writes.
+    pub fn is_uncertain(&self, key: u32) -> bool {
+        self.slots.get(&key).is_some_and(|slot| !slot.maybe.is_empty())
+    }
+
+    /// Compare a read of `key` with the model and resolve in-flight writes. `damaged`: a data-destroying fault
+    /// fired, so any value the key ever had (or absence) is allowed; a never-written value never is. `context`
+    /// names the check (`oracle`, `durability`, `liveness`).
+    pub fn observe(
+        &mut self,
+        key: u32,
+        actual: Option<Sig>,
+        damaged: bool,
+        context: &str,
+    ) -> Result<Resolution, Violation> {
+        let slot = self.slots.entry(key).or_default();
+        if slot.value == actual {
+            slot.maybe.clear();
+            return Ok(Resolution::Expected);
+        }
+        if slot.maybe.contains(&actual) {
+            slot.value = actual;
+            slot.maybe.clear();
+            return Ok(Resolution::ResolvedInFlight);
+        }
+        let known = actual.is_none_or(|sig| slot.ever.contains(&sig));
+        if damaged && known {
+            slot.value = actual;
+            slot.maybe.clear();
+            return Ok(Resolution::Degraded);
+        }
+        let class = match (slot.value, actual) {
+            (_, Some(sig)) if !slot.ever.contains(&sig) => "never_written_value",
+            (None, Some(_)) => "resurrection",
+            (Some(_), None) => "lost_write",
+            _ => "stale_value",
+        };
+        let kind = if context == "oracle" { FailureKind::Safety } else { FailureKind::Durability };
+        let expected = self.describe_expected(key);
+        let actual = self.describe(actual);
+        Err(Violation::new(format!("{context}.{class}"), kind, expected, format!("k{key:06} = {actual}")))
+    }
+
+    /// The model's expectation for `key`, for reports.
+    pub fn describe_expected(&self, key: u32) -> String {
+        let Some(slot) = self.slots.get(&key) else { return format!("k{key:06} = absent (never written)") };
+        let mut text = format!("k{key:06} = {}", self.describe(slot.value));
+        if !slot.maybe.is_empty() {
+            let candidates: Vec<String> = slot.maybe.iter().map(|&value| self.describe(value)).collect();
+            let _ = write!(text, " or in-flight {}", candidates.join(" | "));
+        }
+        text
+    }
+
+    /// A value for reports: `absent`, `v17(33B)`, or an unknown signature.
+    pub fn describe(&self, value: Option<Sig>) -> String {
+        match value {
+            None => "absent".to_string(),
+            Some(sig) => match self.specs.get(&sig) {
+                Some(spec) => format!("v{}({}B)", spec.id, spec.len),
+                None => format!("never-written value (sig {sig:016x})"),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use holdfast::kit::value_bytes;
+
+    #[test]
+    fn in_flight_resolves_either_way_and_never_accepts_unknown_values() {
+        let mut model = Model::default();
+        let a = model.register(ValueSpec { id: 1, len: 3 }, &value_bytes(ValueSpec { id: 1, len: 3 }));
+        let b = model.register(ValueSpec { id: 2, len: 3 }, &value_bytes(ValueSpec { id: 2, len: 3 }));
+        model.ack(5, Some(a));
+        model.in_flight(5, Some(b));
+        assert!(model.is_uncertain(5));
+        assert_eq!(model.observe(5, Some(b), false, "oracle"), Ok(Resolution::ResolvedInFlight));
+        assert!(!model.is_uncertain(5));
+        let error = model.observe(5, Some(a), false, "oracle").expect_err("stale value accepted");
+        assert_eq!(error.invariant, "oracle.stale_value");
+        assert_eq!(model.observe(5, Some(a), true, "durability"), Ok(Resolution::Degraded));
+        let error = model.observe(5, Some(12345), true, "durability").expect_err("unknown value accepted");
+        assert_eq!(error.invariant, "durability.never_written_value");
+        model.ack(6, None);
+        let error = model.observe(6, Some(a), false, "oracle").expect_err("resurrection accepted");
+        assert_eq!(error.invariant, "oracle.never_written_value");
+        model.ack(6, Some(a));
+        model.ack(6, None);
+        assert_eq!(
+            model.observe(6, Some(a), false, "oracle").expect_err("resurrected").invariant,
+            "oracle.resurrection"
+        );
+    }
+}

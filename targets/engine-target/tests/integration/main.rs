@@ -1,0 +1,1 @@
+//! Engine target integration tests.
