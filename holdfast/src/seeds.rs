@@ -7,7 +7,7 @@
 //! harness = false
 //! ```
 //!
-//! ```ignore
+//! ```text
 //! // tests/seeds.rs
 //! fn main() -> std::process::ExitCode {
 //!     holdfast::seeds::replay::<my_target::MyTarget>(concat!(env!("CARGO_MANIFEST_DIR"), "/seeds"))

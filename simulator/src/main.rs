@@ -13,5 +13,10 @@ fn main() -> ExitCode {
         .target::<engine_target::EngineTarget>()
         .package("engine-target")
         .bench(bench::bench_mode);
+    #[cfg(not(feature = "redb"))]
+    let cli = cli.unbuilt(
+        "redb",
+        "build it with --features redb (cargo run --release -p simulator --features redb -- --target redb ...)",
+    );
     cli.run()
 }

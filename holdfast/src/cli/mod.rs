@@ -1,14 +1,9 @@
 //! The command line as a library: a user's `main.rs` names its targets and calls [`Cli::run`].
 //!
-//! ```no_run
-//! # struct MyTarget;
-//! # fn main() {}
-//! # fn real_main() -> std::process::ExitCode {
-//! # todo!()
-//! // fn main() -> std::process::ExitCode {
-//! //     holdfast::cli::Cli::new("my-sim", "cargo run --release --").target::<MyTarget>().run()
-//! // }
-//! # }
+//! ```text
+//! fn main() -> std::process::ExitCode {
+//!     holdfast::cli::Cli::new("my-sim", "cargo run --release --").target::<MyTarget>().run()
+//! }
 //! ```
 //!
 //! Every flag works for every registered target: `--seed`, `--seeds` (swarm), `--shard`, `--json`, `--shrink`,
@@ -220,6 +215,8 @@ struct Entry {
     profiles: Vec<FaultProfile>,
     canaries: fn() -> Vec<&'static str>,
     bench: Option<BenchFn>,
+    /// Not compiled into this binary: how to build it.
+    unbuilt: Option<&'static str>,
     dispatch: fn(&Context<'_>) -> u8,
 }
 
@@ -282,7 +279,27 @@ impl Cli {
             profiles: FaultProfile::ALL.into_iter().filter(|&profile| T::fault_menu(profile).is_some()).collect(),
             canaries: T::canaries,
             bench: None,
+            unbuilt: None,
             dispatch: modes::dispatch::<T>,
+        });
+        self
+    }
+
+    /// A target this build leaves out (behind a cargo feature): `--target name` exits 2 with `hint`, which says
+    /// how to build it.
+    pub fn unbuilt(mut self, name: &'static str, hint: &'static str) -> Self {
+        assert!(self.entries.iter().all(|entry| entry.name != name), "target {name} registered twice");
+        let dispatch: fn(&Context<'_>) -> u8 = |_| EXIT_BAD_INPUT;
+        self.entries.push(Entry {
+            name,
+            about: "(not in this build)",
+            feature: None,
+            package: None,
+            profiles: Vec::new(),
+            canaries: Vec::new,
+            bench: None,
+            unbuilt: Some(hint),
+            dispatch,
         });
         self
     }
@@ -341,6 +358,9 @@ impl Cli {
         install_panic_hook();
         let name = args.target.clone().unwrap_or_else(|| names[0].to_string());
         let entry = self.entries.iter().find(|entry| entry.name == name).expect("clap allows only known targets");
+        if let Some(hint) = entry.unbuilt {
+            return bad_input(&format!("--target {name}: this binary was built without it; {hint}"));
+        }
         if let Err(error) = check_flags(&args, entry) {
             return bad_input(&error);
         }

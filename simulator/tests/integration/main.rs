@@ -1,1 +1,4 @@
-//! CLI tests.
+//! The simulator binary's integration tests: one crate, one module per concern.
+
+mod cli;
+mod shrink;

@@ -1,0 +1,253 @@
+//! A toy system under the framework: a key-value store that keeps one file per key on `SimEnv`. The safe variant
+//! writes a temp file, syncs, renames and syncs the directory; the buggy variant overwrites the key's file in
+//! place, so a crash can leave it empty or torn. The framework's world steps (crashes, crashes at the k-th IO,
+//! reopens) must find the bug, replay it exactly and shrink it; the safe variant must pass.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+use holdfast::config::{ExplicitFaults, WorldWeights, healed_faults};
+use holdfast::env::{DeterministicRng, Env, FaultConfig, File, OpenOptions, SimEnv};
+use holdfast::{
+    Coverage, FailureKind, FaultProfile, Observed, RunOptions, SystemError, Target, Violation, World, WorldConfig,
+};
+use serde::{Deserialize, Serialize};
+
+const TOY_DIR: &str = "/toy";
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "op")]
+enum ToyOp {
+    Put { key: u32, value: u64 },
+    Get { key: u32 },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "result")]
+enum ToyObserved {
+    Ok,
+    Value { value: Option<u64> },
+    Verified { keys: u64 },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct ToyConfig {
+    keys: u32,
+}
+
+/// The toy store and its model. `SAFE`: write via temp file + rename (correct) or in place (buggy).
+#[derive(Debug)]
+struct Toy<const SAFE: bool> {
+    env: Option<SimEnv>,
+    keys: u32,
+    acked: BTreeMap<u32, u64>,
+    maybe: BTreeMap<u32, BTreeSet<u64>>,
+    next_value: u64,
+}
+
+fn io(error: &holdfast::env::Error) -> SystemError {
+    SystemError::new("io", error)
+}
+
+impl<const SAFE: bool> Toy<SAFE> {
+    fn path(key: u32) -> PathBuf {
+        PathBuf::from(format!("{TOY_DIR}/k{key}"))
+    }
+
+    fn env(&self) -> &SimEnv {
+        self.env.as_ref().expect("open")
+    }
+
+    fn put(&self, key: u32, value: u64) -> holdfast::env::Result<()> {
+        let path = Self::path(key);
+        let target = if SAFE { path.with_extension("tmp") } else { path.clone() };
+        let file = self.env().open(&target, OpenOptions::create_truncate())?;
+        file.write_all_at(0, &value.to_le_bytes())?;
+        file.sync()?;
+        if SAFE {
+            self.env().rename(&target, &path)?;
+        }
+        self.env().sync_dir(&PathBuf::from(TOY_DIR))
+    }
+
+    fn read(&self, key: u32) -> Result<Option<u64>, SystemError> {
+        let file = match self.env().open(&Self::path(key), OpenOptions::read()) {
+            Ok(file) => file,
+            Err(error) if error.is_not_found() => return Ok(None),
+            Err(error) => return Err(io(&error)),
+        };
+        let bytes = file.read_all().map_err(|error| io(&error))?;
+        let array: [u8; 8] = bytes.as_slice().try_into().map_err(|_| {
+            SystemError::corruption("torn", format!("k{key} holds {} bytes, not an 8-byte value", bytes.len()))
+        })?;
+        Ok(Some(u64::from_le_bytes(array)))
+    }
+
+    fn check_key(&mut self, world: &mut World, key: u32) -> Result<Observed<ToyObserved>, Violation> {
+        let actual = match self.read(key) {
+            Ok(actual) => actual,
+            Err(error) if error.corruption && !world.excuses(&error) => {
+                return Err(Violation::new("toy.torn_value", FailureKind::Durability, "an 8-byte value", error.message));
+            }
+            Err(error) => return world.tolerate("get", &error),
+        };
+        let expected = self.acked.get(&key).copied();
+        let maybe = self.maybe.remove(&key).unwrap_or_default();
+        if actual != expected && !actual.is_some_and(|value| maybe.contains(&value)) {
+            return Err(Violation::new(
+                "toy.oracle",
+                FailureKind::Durability,
+                format!("k{key} = {expected:?} or {maybe:?}"),
+                format!("{actual:?}"),
+            ));
+        }
+        if let Some(value) = actual {
+            self.acked.insert(key, value);
+        }
+        Ok(Observed::Op(ToyObserved::Value { value: actual }))
+    }
+}
+
+impl<const SAFE: bool> Target for Toy<SAFE> {
+    const NAME: &'static str = if SAFE { "toy" } else { "toy-buggy" };
+    type Config = ToyConfig;
+    type Op = ToyOp;
+    type Observation = ToyObserved;
+
+    fn configure(_seed: u64, _world: &WorldConfig) -> ToyConfig {
+        ToyConfig { keys: 4 }
+    }
+
+    fn new(_env: &SimEnv, config: &ToyConfig) -> Self {
+        Self { env: None, keys: config.keys, acked: BTreeMap::new(), maybe: BTreeMap::new(), next_value: 1 }
+    }
+
+    fn open(&mut self, env: &SimEnv) -> Result<(), SystemError> {
+        env.create_dir_all(&PathBuf::from(TOY_DIR)).map_err(|error| io(&error))?;
+        // The directory's own entry must be durable too, or a crash takes every key with it.
+        env.sync_dir(&PathBuf::from("/")).map_err(|error| io(&error))?;
+        self.env = Some(env.clone());
+        Ok(())
+    }
+
+    fn close(&mut self) -> Result<(), SystemError> {
+        Ok(())
+    }
+
+    fn drop_system(&mut self) {
+        self.env = None;
+    }
+
+    fn is_open(&self) -> bool {
+        self.env.is_some()
+    }
+
+    fn recovered(&mut self, world: &mut World) -> Result<ToyObserved, Violation> {
+        let keys: Vec<u32> = self.acked.keys().chain(self.maybe.keys()).copied().collect();
+        for &key in &keys {
+            self.check_key(world, key)?;
+        }
+        Ok(ToyObserved::Verified { keys: keys.len() as u64 })
+    }
+
+    fn generate(&mut self, _world: &World, rng: &mut DeterministicRng, config: &ToyConfig) -> ToyOp {
+        let key = u32::try_from(rng.below(u64::from(config.keys))).expect("fits");
+        if rng.chance_ppm(500_000) {
+            self.next_value += 1;
+            return ToyOp::Put { key, value: self.next_value };
+        }
+        ToyOp::Get { key }
+    }
+
+    fn apply(&mut self, world: &mut World, op: &ToyOp) -> Result<Observed<ToyObserved>, Violation> {
+        match op {
+            ToyOp::Put { key, value } => match self.put(*key, *value) {
+                Ok(()) => {
+                    self.acked.insert(*key, *value);
+                    self.maybe.remove(key);
+                    Ok(Observed::Op(ToyObserved::Ok))
+                }
+                Err(error) => {
+                    self.maybe.entry(*key).or_default().insert(*value);
+                    world.tolerate("put", &io(&error))
+                }
+            },
+            ToyOp::Get { key } => self.check_key(world, *key),
+        }
+    }
+
+    fn healthy(&mut self, world: &mut World) -> Result<(), Violation> {
+        for key in 0..self.keys {
+            self.check_key(world, key)?;
+        }
+        Ok(())
+    }
+
+    fn coverage(&self, coverage: &mut Coverage) {
+        coverage.add("toy.keys", self.acked.len() as u64);
+    }
+}
+
+/// A world of puts, gets and crashes (some armed inside a put), nothing else.
+fn toy_world() -> WorldConfig {
+    let faults = FaultConfig { crash_write_kept_ppm: 300_000, ..healed_faults(&FaultConfig::none()) };
+    WorldConfig {
+        profile: FaultProfile::Assumed,
+        faults,
+        buggify: false,
+        weights: WorldWeights { op: 20, run_task: 0, reopen: 1, fault: 0, crash: 1, crash_at_io: 3, crash_during_recovery: 1 },
+        explicit: ExplicitFaults::None,
+        crash_at_io_k_max: 6,
+        recovery_crash_k_max: 2,
+    }
+}
+
+fn run<const SAFE: bool>(seed: u64) -> holdfast::OutcomeOf<Toy<SAFE>> {
+    holdfast::run_configured::<Toy<SAFE>>(seed, toy_world(), ToyConfig { keys: 4 }, &RunOptions::with_steps(300))
+}
+
+#[test]
+fn safe_toy_passes_many_seeds_with_crashes_counted_by_the_framework() {
+    let mut coverage = Coverage::default();
+    for seed in 0..30 {
+        let outcome = run::<true>(seed);
+        assert!(outcome.passed(), "seed {seed}: {}", outcome.failure.map(|f| f.report()).unwrap_or_default());
+        assert_eq!(outcome.steps_run, 300);
+        coverage.merge(&outcome.coverage);
+    }
+    assert!(coverage.get("crashes") > 100, "only {} crashes over 30 seeds", coverage.get("crashes"));
+    assert!(coverage.get("crash.armed_fired") > 0 && coverage.get("crash.during_recovery") > 0, "{coverage:?}");
+    assert!(coverage.get("reopens") > 0 && coverage.get("recoveries") > 0, "{coverage:?}");
+    assert!(coverage.get("toy.keys") > 0, "the target's own counters are collected");
+}
+
+#[test]
+fn buggy_toy_is_caught_replays_exactly_and_shrinks() {
+    let failing = (0..50)
+        .map(run::<false>)
+        .find(|outcome| !outcome.passed())
+        .expect("an in-place overwrite must lose a value to some crash in 50 seeds");
+    let failure = failing.failure.clone().expect("failed");
+    assert!(failure.invariant.starts_with("toy."), "{}", failure.invariant);
+    assert!(!failure.last_steps.is_empty() && failure.last_steps.len() <= 10);
+    let schedule = holdfast::parse_schedule::<Toy<false>>(&failing.schedule.to_json()).expect("round trip");
+    let replayed = holdfast::run_schedule::<Toy<false>>(&schedule, &RunOptions::default());
+    assert_eq!(replayed.failure, failing.failure, "a replayed schedule fails the same way");
+    assert_eq!(replayed.digest, failing.digest);
+    let shrunk = holdfast::shrink::shrink_schedule::<Toy<false>>(&schedule, &RunOptions::default(), 2_000)
+        .expect("shrinks");
+    assert_eq!(shrunk.signature, failure.signature());
+    assert!(shrunk.steps_after <= 4, "shrunk to {} steps: {:?}", shrunk.steps_after, shrunk.schedule.steps);
+    assert!(shrunk.steps_after < schedule.steps.len());
+}
+
+#[test]
+fn a_schedule_for_another_target_or_version_is_refused_with_a_reason() {
+    let outcome = run::<true>(1);
+    let json = outcome.schedule.to_json();
+    let error = holdfast::parse_schedule::<Toy<false>>(&json).expect_err("wrong target");
+    assert!(error.contains("\"toy\"") && error.contains("\"toy-buggy\""), "{error}");
+    let old = json.replace("\"format_version\": 2", "\"format_version\": 1");
+    let error = holdfast::parse_schedule::<Toy<true>>(&old).expect_err("old version");
+    assert!(error.contains("format_version 1"), "{error}");
+}

@@ -1,0 +1,167 @@
+//! The binary: digests across processes, seed syntax, exit codes, replay files, JSON summaries.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn simulator(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_simulator"))
+        .args(args)
+        .env_remove("SIMULATOR_SEED")
+        .output()
+        .expect("the simulator binary runs")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The run's digest: its final line, `digest: <16 hex digits>`.
+fn digest(output: &Output) -> String {
+    let text = stdout(output);
+    let last = text.lines().last().unwrap_or_default().to_string();
+    let hex = last.strip_prefix("digest: ").unwrap_or_else(|| panic!("last line is not a digest: {text}"));
+    assert_eq!(hex.len(), 16, "{last}");
+    assert!(hex.chars().all(|c| c.is_ascii_hexdigit()), "{last}");
+    hex.to_string()
+}
+
+fn scratch(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()))
+}
+
+#[test]
+fn same_seed_same_digest_across_processes() {
+    let first = simulator(&["--seed", "42", "--steps", "300"]);
+    let second = simulator(&["--seed", "42", "--steps", "300"]);
+    assert_eq!(first.status.code(), Some(0), "{}", stdout(&first));
+    assert_eq!(digest(&first), digest(&second));
+    let other = simulator(&["--seed", "43", "--steps", "300"]);
+    assert_ne!(digest(&first), digest(&other), "different seeds gave one digest");
+}
+
+#[test]
+fn hex_and_decimal_seeds_are_the_same_seed() {
+    let hex = simulator(&["--seed", "0xDEADBEEF", "--steps", "200"]);
+    let decimal = simulator(&["--seed", "3735928559", "--steps", "200"]);
+    assert_eq!(digest(&hex), digest(&decimal));
+    let from_env = Command::new(env!("CARGO_BIN_EXE_simulator"))
+        .args(["--steps", "200"])
+        .env("SIMULATOR_SEED", "0xdeadbeef")
+        .output()
+        .expect("runs");
+    assert_eq!(digest(&from_env), digest(&hex), "SIMULATOR_SEED is not honoured");
+}
+
+#[test]
+fn bad_input_exits_2_with_a_message() {
+    for args in [
+        vec!["--seed", "banana"],
+        vec!["--seeds", "5..2"],
+        vec!["--seeds", "1-3"],
+        vec!["--seeds", "0..4", "--shard", "3/2"],
+        vec!["--replay", "/nonexistent/schedule.json"],
+        vec!["--no-such-flag"],
+        vec!["--fault-profile", "beyond"],
+        vec!["--target", "txn", "--fault-profile", "beyond"],
+        vec!["--target", "redb", "--fault-profile", "everything"],
+        vec!["--target", "nosuch"],
+        vec!["--canary", "nosuch"],
+        vec!["--seed", "1", "--save", "x"],
+    ] {
+        let output = simulator(&args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {}", stdout(&output));
+        assert!(!output.stderr.is_empty(), "{args:?} printed no message");
+    }
+}
+
+#[test]
+fn saved_schedules_replay_and_traces_have_one_line_per_step() {
+    let schedule = scratch("schedule.json");
+    let trace = scratch("trace.jsonl");
+    let schedule_arg = schedule.to_str().expect("utf-8");
+    let trace_arg = trace.to_str().expect("utf-8");
+    let generated =
+        simulator(&["--seed", "8", "--steps", "150", "--save-schedule", schedule_arg, "--trace", trace_arg]);
+    assert_eq!(generated.status.code(), Some(0), "{}", stdout(&generated));
+    let replayed = simulator(&["--replay", schedule_arg]);
+    assert_eq!(replayed.status.code(), Some(0), "{}", stdout(&replayed));
+    assert_eq!(digest(&generated), digest(&replayed));
+    let lines = simulator_read(&trace);
+    assert_eq!(lines.lines().count(), 150);
+    let first: serde_json::Value = serde_json::from_str(lines.lines().next().expect("a line")).expect("json line");
+    assert_eq!(first["step"], 0);
+    assert!(first["op"]["op"].is_string() && first["result"]["result"].is_string(), "{first}");
+}
+
+fn simulator_read(path: &std::path::Path) -> String {
+    use holdfast::env::{Env, File, OpenOptions, RealEnv};
+    let file = RealEnv::new().open(path, OpenOptions::read()).expect("trace exists");
+    String::from_utf8(file.read_all().expect("readable")).expect("utf-8")
+}
+
+#[test]
+fn swarm_json_summary_and_determinism_check() {
+    let output = simulator(&["--seeds", "0..4", "--steps", "100", "--json"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stdout(&output));
+    let summary: serde_json::Value = serde_json::from_str(stdout(&output).trim()).expect("one JSON object");
+    assert_eq!(summary["seeds_run"], 4);
+    assert_eq!(summary["failures"].as_array().map(Vec::len), Some(0));
+    assert!(summary["coverage"]["flushes"].is_u64(), "{summary}");
+    let text = simulator(&["--seeds", "0..3", "--shard", "1/2", "--steps", "100"]);
+    assert!(stdout(&text).contains("seeds: run=1 passed=1 failed=0"), "{}", stdout(&text));
+    let check = simulator(&["--seed", "5", "--steps", "200", "--check-determinism"]);
+    assert_eq!(check.status.code(), Some(0));
+    assert!(stdout(&check).contains("determinism: ok"), "{}", stdout(&check));
+}
+
+#[test]
+fn help_explains_every_flag() {
+    let output = simulator(&["--help"]);
+    assert_eq!(output.status.code(), Some(0));
+    let help = stdout(&output);
+    for flag in [
+        "--seed",
+        "--steps",
+        "--seeds",
+        "--stop-on-failure",
+        "--shard",
+        "--json",
+        "--require-coverage",
+        "--replay",
+        "--trace",
+        "--save-schedule",
+        "--check-determinism",
+        "--bench",
+        "--fault-profile",
+        "--isolate",
+        "--dot",
+        "--canary",
+        "Targets:",
+        "engine",
+        "txn",
+    ] {
+        assert!(help.contains(flag), "--help does not mention {flag}");
+    }
+}
+
+/// A default build refuses `--target redb` with a message that says how to build it; a `redb` build runs it, and
+/// an isolated swarm (each seed a child process) agrees seed by seed with the in-process one.
+#[test]
+fn redb_target_needs_its_feature_and_isolated_swarms_agree() {
+    let run = simulator(&["--target", "redb", "--seed", "3", "--steps", "100"]);
+    if cfg!(not(feature = "redb")) {
+        assert_eq!(run.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&run.stderr).contains("--features redb"), "no build hint");
+        return;
+    }
+    assert_eq!(run.status.code(), Some(0), "{}", stdout(&run));
+    let in_process = simulator(&["--target", "redb", "--seeds", "0..4", "--steps", "100", "--json"]);
+    let isolated = simulator(&["--target", "redb", "--seeds", "0..4", "--steps", "100", "--json", "--isolate"]);
+    let summary = |output: &Output| -> serde_json::Value {
+        serde_json::from_str(stdout(output).lines().last().unwrap_or_default()).expect("a JSON summary")
+    };
+    let (a, b) = (summary(&in_process), summary(&isolated));
+    assert_eq!(a["seeds_run"], 4);
+    assert_eq!(a["seeds_passed"], b["seeds_passed"]);
+    assert_eq!(a["coverage"], b["coverage"], "coverage differs between in-process and isolated runs");
+}

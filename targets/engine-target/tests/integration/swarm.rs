@@ -1,0 +1,45 @@
+//! A small swarm passes; shards partition the seeds; summaries merge.
+
+use engine_target::EngineTarget;
+use holdfast::{RunOptions, SwarmOptions, SwarmSummary, run_swarm};
+
+#[test]
+fn a_small_swarm_passes_with_coverage() {
+    let options = SwarmOptions { seeds: 0..20, shard: None, stop_on_failure: false, run: RunOptions::with_steps(500) };
+    let mut seen = Vec::new();
+    let summary = run_swarm::<EngineTarget>(&options, |outcome| seen.push(outcome.seed));
+    let reports: Vec<String> = summary
+        .failures
+        .iter()
+        .map(|f| format!("seed {} {}: {} vs {}", f.seed, f.invariant, f.expected, f.actual))
+        .collect();
+    assert!(summary.failures.is_empty(), "failures: {reports:#?}");
+    assert_eq!(summary.seeds_run, 20);
+    assert_eq!(seen, (0..20).collect::<Vec<u64>>());
+    assert!(summary.coverage.get("flushes") > 0, "{:?}", summary.coverage);
+    assert!(summary.coverage.get("crashes") > 0, "{:?}", summary.coverage);
+    assert!(!summary.required.is_empty());
+}
+
+#[test]
+fn shards_partition_the_seeds_and_merge() {
+    let run = |shard| {
+        let options = SwarmOptions { seeds: 0..9, shard, stop_on_failure: false, run: RunOptions::with_steps(50) };
+        let mut seeds = Vec::new();
+        let summary = run_swarm::<EngineTarget>(&options, |outcome| seeds.push(outcome.seed));
+        (summary, seeds)
+    };
+    let (first, first_seeds) = run(Some((0, 2)));
+    let (second, second_seeds) = run(Some((1, 2)));
+    assert_eq!(first_seeds, vec![0, 2, 4, 6, 8]);
+    assert_eq!(second_seeds, vec![1, 3, 5, 7]);
+    let mut merged = SwarmSummary::default();
+    merged.merge(&first);
+    merged.merge(&second);
+    let (whole, _) = run(None);
+    assert_eq!(merged.seeds_run, whole.seeds_run);
+    assert_eq!(merged.coverage, whole.coverage);
+    let json = serde_json::to_string(&merged).expect("summary serializes");
+    let back: SwarmSummary = serde_json::from_str(&json).expect("summary parses");
+    assert_eq!(back, merged);
+}
