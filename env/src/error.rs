@@ -1,4 +1,5 @@
 use std::fmt;
+use std::io;
 use std::path::PathBuf;
 
 /// The operation an [`Error`] happened in.
@@ -19,6 +20,8 @@ pub enum Op {
     SyncDir,
     Lock,
     Wait,
+    /// A cursor move of an [`crate::fs::File`] (the handle checks it; no IO).
+    Seek,
 }
 
 impl fmt::Display for Op {
@@ -38,6 +41,7 @@ impl fmt::Display for Op {
             Op::SyncDir => "sync_dir",
             Op::Lock => "lock",
             Op::Wait => "wait",
+            Op::Seek => "seek",
         };
         f.write_str(name)
     }
@@ -111,6 +115,31 @@ impl Error {
     /// True when the error is NotFound.
     pub fn is_not_found(&self) -> bool {
         matches!(self, Error::NotFound { .. })
+    }
+
+    /// The [`std::io::ErrorKind`] this error has as an [`std::io::Error`] (see [`crate::fs`]). A crash never maps to
+    /// a kind callers retry on (`Interrupted`, `WouldBlock`): it is [`std::io::ErrorKind::Other`], and
+    /// [`crate::fs::env_error`] tells it apart.
+    pub fn io_kind(&self) -> io::ErrorKind {
+        match self {
+            Error::NotFound { .. } => io::ErrorKind::NotFound,
+            Error::AlreadyExists { .. } => io::ErrorKind::AlreadyExists,
+            Error::NoSpace { .. } => io::ErrorKind::StorageFull,
+            Error::UnexpectedEof { .. } => io::ErrorKind::UnexpectedEof,
+            Error::Locked { .. } => io::ErrorKind::WouldBlock,
+            Error::InvalidInput { .. } => io::ErrorKind::InvalidInput,
+            Error::Io { .. } | Error::Crashed { .. } | Error::StaleHandle { .. } | Error::TaskCancelled { .. } => {
+                io::ErrorKind::Other
+            }
+        }
+    }
+}
+
+/// An [`Error`] as an [`io::Error`] of kind [`Error::io_kind`], keeping the original as its inner error (get it back
+/// with [`crate::fs::env_error`]), so `?` carries an `env` error into code written against `std::io`.
+impl From<Error> for io::Error {
+    fn from(error: Error) -> Self {
+        io::Error::new(error.io_kind(), error)
     }
 }
 

@@ -8,8 +8,37 @@
 //!
 //! Only this crate may touch `std::fs`, `std::time`, `std::thread` and OS randomness; `clippy.toml` bans them
 //! everywhere else (ADR-0002).
+//!
+//! # Porting code written against `std::fs`
+//!
+//! [`fs`] is a facade shaped like `std::fs` over any [`Env`]: [`fs::Fs`] has `open`, `create`, `open_options`,
+//! `read`, `write`, `rename`, `remove_file`, `create_dir_all`, `read_dir`, `metadata`, `exists` and `sync_dir`;
+//! [`fs::File`] implements `Read`, `Write` and `Seek` and has `sync_all`, `sync_data` and `set_len`. Errors are
+//! `std::io::Error`s with a faithful kind, and the `env` [`Error`] (naming the path, or telling a simulated crash)
+//! inside: [`fs::env_error`]. Ported code changes its imports and threads an `Fs` where it called free functions:
+//!
+//! ```
+//! use std::io::{Read, Seek, SeekFrom, Write};
+//!
+//! use env::{SimEnv, fs::Fs};
+//!
+//! # fn main() -> std::io::Result<()> {
+//! let fs = Fs::new(SimEnv::new(42)); // or Fs::new(RealEnv::new())
+//! fs.create_dir_all("/db")?;
+//! let mut log = fs.open_options().read(true).append(true).create(true).open("/db/log")?;
+//! log.write_all(b"put k v\n")?;
+//! log.sync_data()?; // the bytes are durable...
+//! fs.sync_dir("/db")?; // ...and so is the name (std: File::open("/db")?.sync_all())
+//! log.seek(SeekFrom::Start(0))?;
+//! let mut text = String::new();
+//! log.read_to_string(&mut text)?;
+//! assert_eq!(text, "put k v\n");
+//! # Ok(())
+//! # }
+//! ```
 
 mod error;
+pub mod fs;
 pub mod random;
 mod real;
 #[cfg(feature = "sim")]

@@ -6,14 +6,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use env::{Env, Error, File, Op, OpenOptions, RealEnv, TaskStep};
 
-/// A fresh directory, removed (with everything in it) on drop.
-struct TempDir {
-    path: PathBuf,
+/// A fresh directory, removed (with everything in it) on drop. Shared with the `env::fs` facade's tests.
+pub(crate) struct TempDir {
+    pub(crate) path: PathBuf,
 }
 
 impl TempDir {
     #[expect(clippy::disallowed_methods, reason = "tests of RealEnv need a scratch directory in the OS temp dir")]
-    fn new(env: &RealEnv, name: &str) -> Self {
+    pub(crate) fn new(env: &RealEnv, name: &str) -> Self {
         let unique = format!("holdfast-env-{name}-{}-{:016x}", std::process::id(), env.random_u64());
         let path = std::env::temp_dir().join(unique);
         env.create_dir_all(&path).expect("create the temp dir");

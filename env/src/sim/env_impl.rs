@@ -1,0 +1,256 @@
+//! `Env for SimEnv`: the clock, randomness, namespace operations, locks, task spawning and BUGGIFY of a simulated
+//! world.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::SimEnv;
+use super::disk::{Node, PendingData, is_root, parent_of};
+use super::faults::{FaultKind, tag};
+use super::file::SimFile;
+use super::world::World;
+use crate::random::{chance_ppm, hash_bytes, keyed};
+use crate::{Env, Error, Op, OpenOptions, Result, Task, TaskHandle};
+
+/// A lock held in the simulated world; released on drop or by a crash.
+pub struct SimLock {
+    world: Arc<Mutex<World>>,
+    path: PathBuf,
+    epoch: u64,
+}
+
+impl fmt::Debug for SimLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SimLock").field("path", &self.path).finish_non_exhaustive()
+    }
+}
+
+impl Drop for SimLock {
+    fn drop(&mut self) {
+        let mut world = self.world.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if world.epoch == self.epoch {
+            world.locks.remove(&self.path);
+        }
+    }
+}
+
+impl Env for SimEnv {
+    type File = SimFile;
+    type Lock = SimLock;
+
+    fn now(&self) -> Duration {
+        let mut world = self.lock_world();
+        let read = world.clock_reads;
+        world.clock_reads += 1;
+        let value = keyed(&[world.seed, tag::CLOCK, read]);
+        if chance_ppm(world.config.clock_jump_ppm, value) {
+            let jump = 1 + (value >> 20) % world.config.clock_jump_nanos_max.max(1);
+            world.clock_nanos = world.clock_nanos.saturating_add(jump);
+            world.log_fault(FaultKind::ClockJump, Path::new("<clock>"), 0);
+        }
+        Duration::from_nanos(world.clock_nanos)
+    }
+
+    fn sleep(&self, duration: Duration) {
+        self.advance_clock(duration);
+    }
+
+    fn random_u64(&self) -> u64 {
+        self.lock_world().engine_rng.next_u64()
+    }
+
+    fn open(&self, path: &Path, options: OpenOptions) -> Result<SimFile> {
+        let mut world = self.lock_world();
+        world.begin_io(Op::Open, path, None)?;
+        if (options.create || options.truncate) && !options.write {
+            // As std (and so RealEnv) does: creating or truncating needs write access.
+            let message = "create or truncate without write access".to_string();
+            return Err(Error::InvalidInput { op: Op::Open, path: path.into(), message });
+        }
+        let inode = match world.disk.lookup(path) {
+            Some(Node::Dir) => {
+                return Err(Error::InvalidInput { op: Op::Open, path: path.into(), message: "is a directory".into() });
+            }
+            Some(Node::File(_)) if options.create_new => {
+                return Err(Error::AlreadyExists { op: Op::Open, path: path.into() });
+            }
+            Some(Node::File(inode)) => inode,
+            None if !options.create => return Err(Error::NotFound { op: Op::Open, path: path.into() }),
+            None if !world.current_dir_exists(&parent_of(path)) => {
+                return Err(Error::NotFound { op: Op::Open, path: parent_of(path) });
+            }
+            None => {
+                let key = world.meta_key(path);
+                world.disk.create_file(path, key)
+            }
+        };
+        let path_id = world.path_id(path);
+        let epoch = world.epoch;
+        if options.truncate && options.write && !world.disk.inodes[&inode].current.is_empty() {
+            let (path_hash, op_index) = world.next_operation(path_id);
+            let inode_state = world.disk.inodes.get_mut(&inode).expect("inode exists");
+            inode_state.current.clear();
+            inode_state.pending.push(PendingData::SetLen { len: 0, key: keyed(&[path_hash, op_index]) });
+        }
+        world.disk.inodes.get_mut(&inode).expect("inode exists").open_handles += 1;
+        Ok(SimFile {
+            world: Arc::clone(&self.world),
+            inode,
+            path: path.to_path_buf(),
+            path_id,
+            epoch,
+            writable: options.write,
+        })
+    }
+
+    fn create_dir_all(&self, path: &Path) -> Result<()> {
+        let mut world = self.lock_world();
+        world.begin_io(Op::CreateDir, path, None)?;
+        let mut missing = Vec::new();
+        let mut cursor = Some(path);
+        while let Some(dir) = cursor {
+            if is_root(dir) {
+                break;
+            }
+            match world.disk.lookup(dir) {
+                Some(Node::Dir) => break,
+                Some(Node::File(_)) => {
+                    return Err(Error::InvalidInput {
+                        op: Op::CreateDir,
+                        path: dir.into(),
+                        message: "a file is in the way".into(),
+                    });
+                }
+                None => missing.push(dir.to_path_buf()),
+            }
+            cursor = dir.parent();
+        }
+        for dir in missing.iter().rev() {
+            let key = world.meta_key(dir);
+            world.disk.mkdir(dir, key);
+        }
+        Ok(())
+    }
+
+    fn list_dir(&self, path: &Path) -> Result<Vec<PathBuf>> {
+        let mut world = self.lock_world();
+        world.begin_io(Op::ListDir, path, None)?;
+        if !world.current_dir_exists(path) {
+            return Err(Error::NotFound { op: Op::ListDir, path: path.into() });
+        }
+        Ok(world.disk.list(path))
+    }
+
+    fn exists(&self, path: &Path) -> Result<bool> {
+        let world = self.lock_world();
+        if world.halted {
+            return Err(Error::Crashed { op: Op::Exists, path: path.into() });
+        }
+        Ok(world.disk.lookup(path).is_some())
+    }
+
+    fn remove_file(&self, path: &Path) -> Result<()> {
+        let mut world = self.lock_world();
+        world.begin_io(Op::Remove, path, None)?;
+        match world.disk.lookup(path) {
+            Some(Node::File(_)) => {
+                let key = world.meta_key(path);
+                world.disk.remove(path, key);
+                Ok(())
+            }
+            Some(Node::Dir) => {
+                Err(Error::InvalidInput { op: Op::Remove, path: path.into(), message: "is a directory".into() })
+            }
+            None => Err(Error::NotFound { op: Op::Remove, path: path.into() }),
+        }
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        let mut world = self.lock_world();
+        world.begin_io(Op::Rename, from, None)?;
+        if parent_of(from) != parent_of(to) {
+            return Err(Error::InvalidInput {
+                op: Op::Rename,
+                path: from.into(),
+                message: format!("rename across directories to {} is not supported", to.display()),
+            });
+        }
+        match (world.disk.lookup(from), world.disk.lookup(to)) {
+            (Some(Node::File(_)), None | Some(Node::File(_))) => {
+                let key = world.meta_key(to);
+                world.disk.rename(from, to, key);
+                Ok(())
+            }
+            (None, _) => Err(Error::NotFound { op: Op::Rename, path: from.into() }),
+            _ => Err(Error::InvalidInput { op: Op::Rename, path: from.into(), message: "directory involved".into() }),
+        }
+    }
+
+    fn sync_dir(&self, path: &Path) -> Result<()> {
+        let mut world = self.lock_world();
+        world.begin_io(Op::SyncDir, path, None)?;
+        if !world.current_dir_exists(path) {
+            return Err(Error::NotFound { op: Op::SyncDir, path: path.into() });
+        }
+        world.disk.sync_dir(path);
+        Ok(())
+    }
+
+    fn lock(&self, path: &Path) -> Result<SimLock> {
+        let mut world = self.lock_world();
+        world.begin_io(Op::Lock, path, None)?;
+        if world.locks.contains(path) {
+            return Err(Error::Locked { op: Op::Lock, path: path.into() });
+        }
+        match world.disk.lookup(path) {
+            Some(Node::File(_)) => {}
+            Some(Node::Dir) => {
+                return Err(Error::InvalidInput { op: Op::Lock, path: path.into(), message: "is a directory".into() });
+            }
+            None if world.current_dir_exists(&parent_of(path)) => {
+                let key = world.meta_key(path);
+                world.disk.create_file(path, key);
+            }
+            None => return Err(Error::NotFound { op: Op::Lock, path: parent_of(path) }),
+        }
+        world.locks.insert(path.to_path_buf());
+        Ok(SimLock { world: Arc::clone(&self.world), path: path.to_path_buf(), epoch: world.epoch })
+    }
+
+    fn spawn(&self, name: &str, task: Task) -> TaskHandle {
+        self.spawn_task(name, task)
+    }
+
+    fn wait(&self, handle: &TaskHandle) -> Result<()> {
+        self.wait_task(handle)
+    }
+
+    fn is_finished(&self, handle: &TaskHandle) -> bool {
+        self.task_finished(handle)
+    }
+
+    fn buggify(&self, site: &'static str) -> bool {
+        let mut world = self.lock_world();
+        if !world.buggify_enabled || world.config.buggify_site_ppm == 0 {
+            return false;
+        }
+        let site_hash = hash_bytes(site.as_bytes());
+        if !chance_ppm(world.config.buggify_site_ppm, keyed(&[world.seed, tag::BUGGIFY_SITE, site_hash])) {
+            return false;
+        }
+        let reached = world.buggify_reached.entry(site).or_insert(0);
+        let index = *reached;
+        *reached += 1;
+        let fire = chance_ppm(world.config.buggify_fire_ppm, keyed(&[world.seed, tag::BUGGIFY_FIRE, site_hash, index]));
+        if fire {
+            *world.buggify_fired.entry(site).or_insert(0) += 1;
+        }
+        fire
+    }
+
+    fn is_simulated(&self) -> bool {
+        true
+    }
+}

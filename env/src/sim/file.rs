@@ -1,0 +1,240 @@
+//! [`SimFile`]: an open file of the simulated disk, and where data faults (read, write, sync, `set_len`) fire.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::MISDIRECT_SECTORS_MAX;
+use super::disk::{InodeId, PendingData, write_into};
+use super::faults::{FaultKind, detail};
+use super::world::World;
+use crate::random::keyed;
+use crate::{Error, File, Op, Result, SECTOR_SIZE_BYTES};
+
+/// An open file of the simulated disk. Dead (every call errors) after a crash.
+pub struct SimFile {
+    pub(super) world: Arc<Mutex<World>>,
+    pub(super) inode: InodeId,
+    pub(super) path: PathBuf,
+    pub(super) path_id: usize,
+    pub(super) epoch: u64,
+    pub(super) writable: bool,
+}
+
+impl fmt::Debug for SimFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SimFile").field("path", &self.path).field("epoch", &self.epoch).finish_non_exhaustive()
+    }
+}
+
+impl Drop for SimFile {
+    fn drop(&mut self) {
+        let mut world = self.world.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if world.epoch == self.epoch
+            && let Some(inode) = world.disk.inodes.get_mut(&self.inode)
+        {
+            assert!(inode.open_handles > 0, "open handle count underflow");
+            inode.open_handles -= 1;
+        }
+    }
+}
+
+impl SimFile {
+    fn lock(&self) -> MutexGuard<'_, World> {
+        let mut world = self.world.lock().expect("SimEnv world poisoned by an earlier panic");
+        world.assert_owner();
+        world
+    }
+
+    fn io_error(&self, op: Op, what: &str) -> Error {
+        Error::Io { op, path: self.path.clone(), message: format!("injected {what}") }
+    }
+}
+
+/// Garble the bytes of latent sectors inside a read: a bad sector reads back as garbage, every time.
+fn garble_latent(latent: &BTreeSet<u64>, offset: u64, buf: &mut [u8]) {
+    let end = offset + buf.len() as u64;
+    for &sector in latent.range(offset / SECTOR_SIZE_BYTES..=end.saturating_sub(1) / SECTOR_SIZE_BYTES) {
+        let start = (sector * SECTOR_SIZE_BYTES).max(offset);
+        let stop = ((sector + 1) * SECTOR_SIZE_BYTES).min(end);
+        for position in start..stop {
+            let index = usize::try_from(position - offset).expect("index fits");
+            buf[index] = !buf[index] ^ 0x5a;
+        }
+    }
+}
+
+impl File for SimFile {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        let mut world = self.lock();
+        world.begin_io(Op::Read, &self.path, Some(self.epoch))?;
+        let (path_hash, op_index) = world.data_key(self.path_id, offset, false);
+        world.maybe_latency(&self.path, path_hash, op_index);
+        if world.fires(FaultKind::ReadError, path_hash, op_index) {
+            world.log_fault(FaultKind::ReadError, &self.path, offset);
+            return Err(self.io_error(Op::Read, "read error"));
+        }
+        let inode = world.disk.inodes.get(&self.inode).expect("open inode exists");
+        let len = inode.current.len() as u64;
+        if offset >= len {
+            return Ok(0);
+        }
+        let start = usize::try_from(offset).expect("offset fits");
+        let count = buf.len().min(inode.current.len() - start);
+        buf[..count].copy_from_slice(&inode.current[start..start + count]);
+        if !inode.latent_sectors.is_empty() {
+            garble_latent(&inode.latent_sectors, offset, &mut buf[..count]);
+        }
+        if count > 0 && world.fires(FaultKind::ReadCorruption, path_hash, op_index) {
+            let bit = detail(world.seed, FaultKind::ReadCorruption, path_hash, op_index) % (count as u64 * 8);
+            buf[(bit / 8) as usize] ^= 1 << (bit % 8);
+            world.log_fault(FaultKind::ReadCorruption, &self.path, offset + bit / 8);
+        }
+        Ok(count)
+    }
+
+    fn write_at(&self, offset: u64, data: &[u8]) -> Result<usize> {
+        let mut world = self.lock();
+        world.begin_io(Op::Write, &self.path, Some(self.epoch))?;
+        if !self.writable {
+            return Err(Error::InvalidInput {
+                op: Op::Write,
+                path: self.path.clone(),
+                message: "handle opened read-only".into(),
+            });
+        }
+        let (path_hash, op_index) = world.data_key(self.path_id, offset, false);
+        world.maybe_latency(&self.path, path_hash, op_index);
+        if world.fail_next_write.remove(&self.path) {
+            world.log_fault(FaultKind::ExplicitWriteError, &self.path, offset);
+            return Err(self.io_error(Op::Write, "write error (explicit)"));
+        }
+        if world.fires(FaultKind::WriteError, path_hash, op_index) {
+            world.log_fault(FaultKind::WriteError, &self.path, offset);
+            return Err(self.io_error(Op::Write, "write error"));
+        }
+        let current_len = world.disk.inodes[&self.inode].current.len() as u64;
+        let growth = (offset + data.len() as u64).saturating_sub(current_len);
+        if let Some(quota) = world.config.disk_quota_bytes
+            && growth > 0
+            && world.disk.used_bytes() + growth > quota
+        {
+            world.log_fault(FaultKind::DiskFull, &self.path, offset);
+            return Err(Error::NoSpace { op: Op::Write, path: self.path.clone() });
+        }
+        let mut count = data.len();
+        if count > 1 && world.fires(FaultKind::ShortWrite, path_hash, op_index) {
+            count = 1 + (detail(world.seed, FaultKind::ShortWrite, path_hash, op_index) % (count as u64 - 1)) as usize;
+            world.log_fault(FaultKind::ShortWrite, &self.path, offset);
+        }
+        let mut target = offset;
+        if world.fires(FaultKind::MisdirectedWrite, path_hash, op_index) {
+            let value = detail(world.seed, FaultKind::MisdirectedWrite, path_hash, op_index);
+            let shift = (1 + value % MISDIRECT_SECTORS_MAX) * SECTOR_SIZE_BYTES;
+            target = if (value >> 32) & 1 == 0 || offset < shift { offset + shift } else { offset - shift };
+            world.log_fault(FaultKind::MisdirectedWrite, &self.path, offset);
+        }
+        let written = &data[..count];
+        let key = keyed(&[path_hash, op_index]);
+        let latent = world.fires(FaultKind::LatentSector, path_hash, op_index);
+        let seed = world.seed;
+        let inode = world.disk.inodes.get_mut(&self.inode).expect("open inode exists");
+        write_into(&mut inode.current, target, written);
+        inode.pending.push(PendingData::Write { offset: target, data: written.to_vec(), key });
+        let first_sector = target / SECTOR_SIZE_BYTES;
+        let last_sector = (target + count as u64 - 1) / SECTOR_SIZE_BYTES;
+        let rewritten: Vec<u64> = inode.latent_sectors.range(first_sector..=last_sector).copied().collect();
+        for sector in rewritten {
+            inode.latent_sectors.remove(&sector);
+        }
+        if latent {
+            let span = last_sector - first_sector + 1;
+            let sector = first_sector + detail(seed, FaultKind::LatentSector, path_hash, op_index) % span;
+            inode.latent_sectors.insert(sector);
+            world.log_fault(FaultKind::LatentSector, &self.path, sector * SECTOR_SIZE_BYTES);
+        }
+        Ok(count)
+    }
+
+    fn sync(&self) -> Result<()> {
+        let mut world = self.lock();
+        world.begin_io(Op::Sync, &self.path, Some(self.epoch))?;
+        let (path_hash, op_index) = world.sync_key(self.path_id);
+        world.maybe_latency(&self.path, path_hash, op_index);
+        let explicit = world.fail_next_sync.remove(&self.path);
+        if explicit || world.fires(FaultKind::FsyncError, path_hash, op_index) {
+            let kind = if explicit { FaultKind::ExplicitSyncError } else { FaultKind::FsyncError };
+            world.log_fault(kind, &self.path, 0);
+            // As Linux does after a failed fsync: the unsynced data is gone.
+            let inode = world.disk.inodes.get_mut(&self.inode).expect("open inode exists");
+            inode.current = inode.durable.clone();
+            inode.pending.clear();
+            return Err(self.io_error(Op::Sync, "fsync error"));
+        }
+        let inode = world.disk.inodes.get_mut(&self.inode).expect("open inode exists");
+        let mut last_write: Option<(usize, usize)> = None;
+        for op in std::mem::take(&mut inode.pending) {
+            match op {
+                PendingData::Write { offset, data, .. } => {
+                    write_into(&mut inode.durable, offset, &data);
+                    last_write = Some((offset as usize, data.len()));
+                }
+                PendingData::SetLen { len, .. } => inode.durable.resize(len as usize, 0),
+            }
+        }
+        assert_eq!(inode.durable.len(), inode.current.len(), "sync left durable and current lengths apart");
+        // Paired check on what this sync applied (a whole-file compare would make every sync O(file size)).
+        if let Some((start, len)) = last_write {
+            let end = (start + len).min(inode.current.len());
+            let start = start.min(end);
+            assert!(inode.durable[start..end] == inode.current[start..end], "sync left durable and current apart");
+        }
+        Ok(())
+    }
+
+    fn set_len(&self, len_bytes: u64) -> Result<()> {
+        let mut world = self.lock();
+        world.begin_io(Op::SetLen, &self.path, Some(self.epoch))?;
+        if !self.writable {
+            return Err(Error::InvalidInput {
+                op: Op::SetLen,
+                path: self.path.clone(),
+                message: "handle opened read-only".into(),
+            });
+        }
+        let (path_hash, op_index) = world.data_key(self.path_id, len_bytes, true);
+        let current_len = world.disk.inodes[&self.inode].current.len() as u64;
+        if let Some(quota) = world.config.disk_quota_bytes
+            && len_bytes > current_len
+            && world.disk.used_bytes() + (len_bytes - current_len) > quota
+        {
+            world.log_fault(FaultKind::DiskFull, &self.path, current_len);
+            return Err(Error::NoSpace { op: Op::SetLen, path: self.path.clone() });
+        }
+        let len = usize::try_from(len_bytes).map_err(|_| Error::InvalidInput {
+            op: Op::SetLen,
+            path: self.path.clone(),
+            message: format!("length {len_bytes} does not fit in memory"),
+        })?;
+        let inode = world.disk.inodes.get_mut(&self.inode).expect("open inode exists");
+        inode.current.resize(len, 0);
+        inode.pending.push(PendingData::SetLen { len: len_bytes, key: keyed(&[path_hash, op_index]) });
+        Ok(())
+    }
+
+    fn len(&self) -> Result<u64> {
+        let world = self.lock();
+        if world.epoch != self.epoch {
+            return Err(Error::StaleHandle { op: Op::Len, path: self.path.clone() });
+        }
+        if world.halted {
+            return Err(Error::Crashed { op: Op::Len, path: self.path.clone() });
+        }
+        Ok(world.disk.inodes[&self.inode].current.len() as u64)
+    }
+}

@@ -1,0 +1,293 @@
+//! The world behind every [`SimEnv`](super::SimEnv) handle: its state, the gate every IO passes, fault keying, and crashes.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::thread::ThreadId;
+
+use super::FAULT_LOG_MAX;
+use super::disk::{CrashDecisions, Disk, InodeId, Node, WriteFate};
+use super::faults::{FaultConfig, FaultKeying, FaultKind, FaultRecord, detail, fires, tag};
+use super::scheduler::TaskSlot;
+use crate::random::{DeterministicRng, chance_ppm, hash_bytes, keyed};
+use crate::{Error, Op, Result, Task};
+
+/// What the fault keying knows about one path.
+struct PathInfo {
+    hash: u64,
+    operations: u64,
+    /// Syncs of this path so far (its sync epoch, for [`FaultKeying::OffsetSyncEpoch`]).
+    syncs: u64,
+    /// Operations at each (offset, is `set_len`) in this sync epoch, so that a retry of the same write gets a
+    /// fresh decision (cleared by each sync; at most one entry per distinct offset).
+    epoch_visits: BTreeMap<(u64, bool), u64>,
+}
+
+/// The offset a sync is keyed at under [`FaultKeying::OffsetSyncEpoch`] (no read or write can start there).
+const SYNC_KEY_OFFSET: u64 = u64::MAX;
+
+/// The state of one simulated world, behind the mutex every [`SimEnv`](super::SimEnv) handle shares.
+pub(super) struct World {
+    pub(super) seed: u64,
+    owner: Option<ThreadId>,
+    pub(super) clock_nanos: u64,
+    pub(super) clock_reads: u64,
+    pub(super) engine_rng: DeterministicRng,
+    pub(super) scheduler_rng: DeterministicRng,
+    pub(super) config: FaultConfig,
+    pub(super) disk: Disk,
+    path_ids: BTreeMap<PathBuf, usize>,
+    paths: Vec<PathInfo>,
+    pub(super) epoch: u64,
+    pub(super) halted: bool,
+    pub(super) io_count: u64,
+    pub(super) crash_at_io: Option<u64>,
+    pub(super) crash_count: u64,
+    pub(super) last_crash: Option<(Op, PathBuf)>,
+    pub(super) step: u64,
+    pub(super) fault_log: Vec<FaultRecord>,
+    pub(super) fault_counts: BTreeMap<FaultKind, u64>,
+    pub(super) fail_next_sync: BTreeSet<PathBuf>,
+    pub(super) fail_next_write: BTreeSet<PathBuf>,
+    pub(super) tasks: BTreeMap<u64, TaskSlot>,
+    /// Tasks a crash cancelled, dropped only once the world's lock is released: a task may own handles and locks
+    /// whose drops lock the world.
+    pub(super) cancelled: Vec<Task>,
+    pub(super) next_task_id: u64,
+    pub(super) locks: BTreeSet<PathBuf>,
+    pub(super) buggify_enabled: bool,
+    pub(super) buggify_reached: BTreeMap<&'static str, u64>,
+    pub(super) buggify_fired: BTreeMap<&'static str, u64>,
+}
+
+/// Keyed crash decisions: pure functions of (seed, crash number, the operation's stable key).
+struct KeyedCrash<'a> {
+    seed: u64,
+    crash: u64,
+    config: &'a FaultConfig,
+}
+
+impl CrashDecisions for KeyedCrash<'_> {
+    fn keep_meta(&mut self, key: u64) -> bool {
+        let value = keyed(&[self.seed, tag::CRASH_META, self.crash, key]);
+        chance_ppm(self.config.crash_metadata_kept_ppm, value)
+    }
+
+    fn write_fate(&mut self, key: u64) -> WriteFate {
+        let value = keyed(&[self.seed, tag::CRASH_WRITE, self.crash, key]);
+        if chance_ppm(self.config.crash_write_kept_ppm, value) {
+            WriteFate::Kept
+        } else if (value >> 40) & 1 == 0 {
+            WriteFate::Dropped
+        } else {
+            WriteFate::Torn
+        }
+    }
+
+    fn keep_sector(&mut self, key: u64, sector: u64) -> bool {
+        keyed(&[self.seed, tag::CRASH_SECTOR, self.crash, key, sector]) & 1 == 0
+    }
+
+    fn keep_set_len(&mut self, key: u64) -> bool {
+        keyed(&[self.seed, tag::CRASH_SET_LEN, self.crash, key]) & 1 == 0
+    }
+
+    fn garble_sector(&mut self, key: u64, sector: u64) -> Option<u64> {
+        let value = keyed(&[self.seed, tag::CRASH_GARBLE, self.crash, key, sector]);
+        chance_ppm(self.config.crash_torn_garbage_ppm, value).then(|| keyed(&[value, tag::DETAIL]))
+    }
+}
+
+impl World {
+    /// A fresh world for `seed`: clock at 0, empty disk, no tasks.
+    pub(super) fn new(seed: u64, config: FaultConfig) -> Self {
+        Self {
+            seed,
+            owner: None,
+            clock_nanos: 0,
+            clock_reads: 0,
+            engine_rng: DeterministicRng::stream(seed, "engine"),
+            scheduler_rng: DeterministicRng::stream(seed, "scheduler"),
+            config,
+            disk: Disk::default(),
+            path_ids: BTreeMap::new(),
+            paths: Vec::new(),
+            epoch: 0,
+            halted: false,
+            io_count: 0,
+            crash_at_io: None,
+            crash_count: 0,
+            last_crash: None,
+            step: 0,
+            fault_log: Vec::new(),
+            fault_counts: BTreeMap::new(),
+            fail_next_sync: BTreeSet::new(),
+            fail_next_write: BTreeSet::new(),
+            tasks: BTreeMap::new(),
+            cancelled: Vec::new(),
+            next_task_id: 1,
+            locks: BTreeSet::new(),
+            buggify_enabled: true,
+            buggify_reached: BTreeMap::new(),
+            buggify_fired: BTreeMap::new(),
+        }
+    }
+
+    pub(super) fn assert_owner(&mut self) {
+        let me = std::thread::current().id();
+        match self.owner {
+            None => self.owner = Some(me),
+            Some(owner) => assert_eq!(owner, me, "SimEnv driven from a second OS thread: determinism is lost"),
+        }
+    }
+
+    pub(super) fn log_fault(&mut self, kind: FaultKind, file: &Path, offset: u64) {
+        *self.fault_counts.entry(kind).or_insert(0) += 1;
+        if self.fault_log.len() < FAULT_LOG_MAX {
+            self.fault_log.push(FaultRecord { step: self.step, file: file.to_path_buf(), offset, kind });
+        }
+    }
+
+    /// The gate every IO passes: stale handles, power off, and an armed crash.
+    pub(super) fn begin_io(&mut self, op: Op, path: &Path, handle_epoch: Option<u64>) -> Result<()> {
+        if handle_epoch.is_some_and(|epoch| epoch != self.epoch) {
+            return Err(Error::StaleHandle { op, path: path.to_path_buf() });
+        }
+        if self.halted {
+            return Err(Error::Crashed { op, path: path.to_path_buf() });
+        }
+        self.io_count += 1;
+        if self.crash_at_io.is_some_and(|at| self.io_count >= at) {
+            self.apply_crash();
+            self.last_crash = Some((op, path.to_path_buf()));
+            self.halted = true;
+            return Err(Error::Crashed { op, path: path.to_path_buf() });
+        }
+        Ok(())
+    }
+
+    pub(super) fn apply_crash(&mut self) {
+        let mut names: BTreeMap<InodeId, PathBuf> = BTreeMap::new();
+        for (path, node) in self.disk.durable.iter().chain(self.disk.current.iter()) {
+            if let Node::File(id) = node {
+                names.insert(*id, path.clone());
+            }
+        }
+        let config = self.config.clone();
+        let mut decisions = KeyedCrash { seed: self.seed, crash: self.crash_count, config: &config };
+        let effects = self.disk.crash(&mut decisions);
+        for path in &effects.meta_dropped {
+            self.log_fault(FaultKind::CrashDroppedMetadata, path, 0);
+        }
+        for (kind, list) in [
+            (FaultKind::CrashDroppedWrite, &effects.writes_dropped),
+            (FaultKind::CrashTornWrite, &effects.writes_torn),
+            (FaultKind::CrashGarbledSector, &effects.sectors_garbled),
+        ] {
+            for (inode, offset) in list {
+                let path = names.get(inode).cloned().unwrap_or_else(|| PathBuf::from("<unnamed>"));
+                self.log_fault(kind, &path, *offset);
+            }
+        }
+        self.epoch += 1;
+        self.crash_count += 1;
+        self.crash_at_io = None;
+        let cancelled = std::mem::take(&mut self.tasks);
+        self.cancelled.extend(cancelled.into_values().filter_map(|slot| slot.task));
+        self.locks.clear();
+        assert!(self.disk.pending_meta.is_empty(), "crash left pending metadata");
+    }
+
+    pub(super) fn path_id(&mut self, path: &Path) -> usize {
+        if let Some(&id) = self.path_ids.get(path) {
+            return id;
+        }
+        let id = self.paths.len();
+        self.paths.push(PathInfo {
+            hash: hash_bytes(path.as_os_str().as_encoded_bytes()),
+            operations: 0,
+            syncs: 0,
+            epoch_visits: BTreeMap::new(),
+        });
+        self.path_ids.insert(path.to_path_buf(), id);
+        id
+    }
+
+    /// The next operation index of a file, and its path hash: the keys of every fault decision on it.
+    pub(super) fn next_operation(&mut self, path_id: usize) -> (u64, u64) {
+        let info = &mut self.paths[path_id];
+        let index = info.operations;
+        info.operations += 1;
+        (info.hash, index)
+    }
+
+    /// The keys of a fault decision on a file's data (ADR-0039): its path hash, and either the file's next operation
+    /// index or (offset, sync epoch, how many operations at that offset this epoch has seen), by the configured
+    /// [`FaultKeying`]. `set_len` passes `is_set_len` so that it
+    /// never shares a key with a write at the same offset.
+    pub(super) fn data_key(&mut self, path_id: usize, offset: u64, is_set_len: bool) -> (u64, u64) {
+        let (path_hash, op_index) = self.next_operation(path_id);
+        match self.config.keying {
+            FaultKeying::OperationIndex => (path_hash, op_index),
+            FaultKeying::OffsetSyncEpoch => {
+                let info = &mut self.paths[path_id];
+                let visit = info.epoch_visits.entry((offset, is_set_len)).or_insert(0);
+                let nth = *visit;
+                *visit += 1;
+                (path_hash, keyed(&[tag::OFFSET_EPOCH, u64::from(is_set_len), offset, info.syncs, nth]))
+            }
+        }
+    }
+
+    /// The keys of a sync, then the file's sync epoch advances (whether the sync succeeds or not).
+    pub(super) fn sync_key(&mut self, path_id: usize) -> (u64, u64) {
+        let key = self.data_key(path_id, SYNC_KEY_OFFSET, false);
+        let info = &mut self.paths[path_id];
+        info.syncs += 1;
+        info.epoch_visits.clear();
+        debug_assert!(info.syncs <= info.operations, "more syncs than operations");
+        key
+    }
+
+    /// The stable key of a metadata operation on `path`: its path and that path's operation index, so removing
+    /// an unrelated step does not change which metadata operations a crash keeps.
+    pub(super) fn meta_key(&mut self, path: &Path) -> u64 {
+        let path_id = self.path_id(path);
+        let (path_hash, op_index) = self.next_operation(path_id);
+        keyed(&[path_hash, op_index])
+    }
+
+    pub(super) fn fires(&self, kind: FaultKind, path_hash: u64, op_index: u64) -> bool {
+        fires(self.seed, &self.config, kind, path_hash, op_index)
+    }
+
+    pub(super) fn maybe_latency(&mut self, path: &Path, path_hash: u64, op_index: u64) {
+        if self.fires(FaultKind::Latency, path_hash, op_index) {
+            let max = self.config.latency_nanos_max.max(1);
+            let nanos = 1 + detail(self.seed, FaultKind::Latency, path_hash, op_index) % max;
+            self.clock_nanos = self.clock_nanos.saturating_add(nanos);
+            self.log_fault(FaultKind::Latency, path, 0);
+        }
+    }
+
+    pub(super) fn flip_durable_bit(&mut self, path: &Path, offset: u64) {
+        let Some(Node::File(id)) = self.disk.current.get(path).copied() else { return };
+        let inode = self.disk.inodes.get_mut(&id).expect("named inode exists");
+        let Ok(index) = usize::try_from(offset) else { return };
+        let mut flipped = false;
+        if index < inode.durable.len() {
+            inode.durable[index] ^= 1;
+            flipped = true;
+        }
+        if index < inode.current.len() {
+            inode.current[index] ^= 1;
+            flipped = true;
+        }
+        if flipped {
+            self.log_fault(FaultKind::ExplicitCorruption, path, offset);
+        }
+    }
+
+    pub(super) fn current_dir_exists(&self, path: &Path) -> bool {
+        self.disk.is_dir(path)
+    }
+}
