@@ -108,6 +108,10 @@ impl File for SimFile {
                 message: "handle opened read-only".into(),
             });
         }
+        if data.is_empty() {
+            // Nothing to write, as POSIX write(2) with a count of zero: no fault decision, no pending write.
+            return Ok(0);
+        }
         let (path_hash, op_index) = world.data_key(self.path_id, offset, false);
         world.maybe_latency(&self.path, path_hash, op_index);
         if world.fail_next_write.remove(&self.path) {

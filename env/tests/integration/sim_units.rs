@@ -464,3 +464,22 @@ fn torn_sectors_turn_to_garbage_beyond_the_written_range_only_when_configured() 
     }
     assert!(garbled > 0 && clean > 0, "garbled {garbled}, clean {clean}");
 }
+
+/// An empty write is a successful no-op, as `write(2)` with a count of zero: it once panicked (an underflow in
+/// the sector arithmetic), including under latent-sector faults.
+#[test]
+fn an_empty_write_writes_nothing_and_never_panics() {
+    let env = SimEnv::with_faults(3, FaultConfig { latent_sector_ppm: 1_000_000, ..FaultConfig::none() });
+    setup(&env);
+    let file = env.open(&path("empty"), OpenOptions::create_truncate()).expect("create");
+    for offset in [0, 512, 4096] {
+        assert_eq!(file.write_at(offset, &[]).expect("an empty write succeeds"), 0);
+    }
+    assert_eq!(file.len().expect("len"), 0);
+    let env = SimEnv::new(3);
+    setup(&env);
+    let file = env.open(&path("empty"), OpenOptions::create_truncate()).expect("create");
+    file.write_all_at(0, b"abc").expect("write");
+    assert_eq!(file.write_at(3, &[]).expect("empty write at the end"), 0);
+    assert_eq!(file.read_all().expect("read"), b"abc");
+}
