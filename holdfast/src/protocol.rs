@@ -10,7 +10,7 @@ use std::path::Path;
 use env::{DeterministicRng, ExplicitFault, Op, SimEnv, TaskStep};
 
 use crate::config::{ExplicitFaults, WorldConfig, healed_faults};
-use crate::step::{Observed, Step, WorldStep};
+use crate::step::{FaultAction, FaultOn, Observed, Step, WorldStep, file_family};
 use crate::target::{FailureKind, FaultSite, Target, Violation};
 use crate::world::World;
 
@@ -79,7 +79,36 @@ impl<T: Target> Session<T> {
         }
         let flips = self.world_config.explicit == ExplicitFaults::All;
         let site = &sites[rng.index(sites.len())];
-        Some(WorldStep::Fault(explicit_fault(rng, site, flips)))
+        let action = match rng.weighted(&[3, 3, u64::from(flips && site.flippable)]) {
+            0 => FaultAction::FailNextSync,
+            1 => FaultAction::FailNextWrite,
+            _ => FaultAction::FlipBit { offset: rng.below(site.len_bytes.max(1)) },
+        };
+        let (family, number) = file_family(&site.path);
+        let newer = sites.iter().map(|other| file_family(&other.path)).filter(|(f, n)| *f == family && *n > number);
+        let newest = u32::try_from(newer.count()).expect("fewer files than u32::MAX");
+        Some(WorldStep::FaultOn(FaultOn { action, family, newest }))
+    }
+
+    /// The file a [`FaultOn`] step names now: the `newest`-th newest of its family among the target's sites.
+    fn resolve(&self, fault: &FaultOn) -> Option<ExplicitFault> {
+        let mut members: Vec<(u64, FaultSite)> = self
+            .target
+            .fault_sites(self.env())
+            .into_iter()
+            .filter_map(|site| {
+                let (family, number) = file_family(&site.path);
+                (family == fault.family).then_some((number, site))
+            })
+            .collect();
+        members.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.path.cmp(&b.1.path)));
+        let (_, site) = members.into_iter().nth(usize::try_from(fault.newest).ok()?)?;
+        let path = site.path;
+        Some(match fault.action {
+            FaultAction::FailNextSync => ExplicitFault::FailNextSync { path },
+            FaultAction::FailNextWrite => ExplicitFault::FailNextWrite { path },
+            FaultAction::FlipBit { offset } => ExplicitFault::FlipBit { path, offset },
+        })
     }
 
     /// Apply one step: arm a pending crash, run it, recover if a crash cut it, reopen after tolerated errors.
@@ -162,6 +191,13 @@ impl<T: Target> Session<T> {
                 self.env().inject(fault.clone());
                 Ok(Observed::Injected)
             }
+            WorldStep::FaultOn(fault) => match self.resolve(fault) {
+                Some(fault) => {
+                    self.env().inject(fault);
+                    Ok(Observed::Injected)
+                }
+                None => Ok(Observed::Skipped),
+            },
             WorldStep::Reopen => self.reopen(),
             WorldStep::RunTask { name } => Ok(self.run_task(name)),
         }
@@ -311,16 +347,6 @@ impl<T: Target> Session<T> {
         }
         self.target.recovered(&mut self.world)?;
         self.target.healthy(&mut self.world)
-    }
-}
-
-/// An explicit fault on `site`: a failed sync or write, or (when allowed and the site is flippable) a bit flip.
-fn explicit_fault(rng: &mut DeterministicRng, site: &FaultSite, flips: bool) -> ExplicitFault {
-    let path = site.path.clone();
-    match rng.weighted(&[3, 3, u64::from(flips && site.flippable)]) {
-        0 => ExplicitFault::FailNextSync { path },
-        1 => ExplicitFault::FailNextWrite { path },
-        _ => ExplicitFault::FlipBit { path, offset: rng.below(site.len_bytes.max(1)) },
     }
 }
 

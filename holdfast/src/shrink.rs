@@ -19,7 +19,7 @@ use crate::config::WorldConfig;
 use crate::kit::smaller;
 use crate::runner::{OutcomeOf, RunOptions, run_schedule};
 use crate::schedule::{Schedule, ScheduleOf};
-use crate::step::{Step, WorldStep};
+use crate::step::{FaultAction, FaultOn, Step, WorldStep};
 use crate::target::Target;
 
 /// What a shrink produced.
@@ -91,6 +91,20 @@ fn simplify_world_step(step: &WorldStep) -> Vec<WorldStep> {
             .into_iter()
             .map(|offset| WorldStep::Fault(ExplicitFault::FlipBit { path: path.clone(), offset }))
             .collect(),
+        WorldStep::FaultOn(fault) => {
+            let mut out: Vec<FaultOn> =
+                smaller(u64::from(fault.newest), 0).into_iter().map(|newest| FaultOn {
+                    newest: u32::try_from(newest).expect("below a u32"),
+                    ..fault.clone()
+                }).collect();
+            if let FaultAction::FlipBit { offset } = fault.action {
+                out.extend(smaller(offset, 0).into_iter().map(|offset| FaultOn {
+                    action: FaultAction::FlipBit { offset },
+                    ..fault.clone()
+                }));
+            }
+            out.into_iter().map(WorldStep::FaultOn).collect()
+        }
         _ => Vec::new(),
     }
 }

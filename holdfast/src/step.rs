@@ -10,7 +10,8 @@ use serde::de::{DeserializeOwned, Error as _};
 use serde::{Deserialize, Deserializer, Serialize};
 
 /// The `op` names of world steps.
-pub const WORLD_OPS: [&str; 6] = ["crash", "crash_at_io", "crash_during_recovery", "fault", "reopen", "run_task"];
+pub const WORLD_OPS: [&str; 7] =
+    ["crash", "crash_at_io", "crash_during_recovery", "fault", "fault_on", "reopen", "run_task"];
 
 /// A step the framework owns: the same for every target.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -22,12 +23,50 @@ pub enum WorldStep {
     CrashAtIo { k: u64 },
     /// Power cut, then a second crash at the `k`-th IO of recovery itself, then recover and verify.
     CrashDuringRecovery { k: u64 },
-    /// Inject an explicit fault into the simulated disk.
+    /// Inject an explicit fault into one named file.
     Fault(ExplicitFault),
+    /// Inject an explicit fault into a file chosen by its family and age when the step runs (what generation
+    /// produces): removing earlier steps renumbers files, and the fault still lands on "the newest log".
+    FaultOn(FaultOn),
     /// Clean close and reopen, then verify.
     Reopen,
     /// Step the first runnable background task named `name`; skipped if there is none.
     RunTask { name: String },
+}
+
+/// Which explicit fault a [`WorldStep::FaultOn`] injects.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "fault")]
+pub enum FaultAction {
+    /// The file's next `sync` fails (and loses its unsynced data).
+    FailNextSync,
+    /// The file's next `write_at` fails.
+    FailNextWrite,
+    /// Flip one bit of the file at `offset` (nothing if the file is shorter).
+    FlipBit { offset: u64 },
+}
+
+/// An explicit fault aimed at a file by family and age: `family` is the file's path with its last run of digits
+/// replaced by `#` (`/db/wal-#.log`; a name without digits is its own family), `newest` its rank among the
+/// family's files the target offers, newest (highest number) first.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FaultOn {
+    #[serde(flatten)]
+    pub action: FaultAction,
+    pub family: String,
+    pub newest: u32,
+}
+
+/// The family of a path and the number in its name: the last run of ASCII digits becomes `#`.
+pub fn file_family(path: &std::path::Path) -> (String, u64) {
+    let text = path.to_string_lossy();
+    let bytes = text.as_bytes();
+    let Some(end) = bytes.iter().rposition(u8::is_ascii_digit).map(|index| index + 1) else {
+        return (text.into_owned(), 0);
+    };
+    let start = bytes[..end].iter().rposition(|byte| !byte.is_ascii_digit()).map_or(0, |index| index + 1);
+    let number = text[start..end].parse::<u64>().unwrap_or(u64::MAX);
+    (format!("{}#{}", &text[..start], &text[end..]), number)
 }
 
 /// One schedule step.
@@ -155,6 +194,21 @@ mod tests {
             Crash,
         }
         assert!(check_op_names(&[Clash::Crash]).is_err());
+    }
+
+    #[test]
+    fn families_strip_the_last_number_and_fault_on_round_trips() {
+        assert_eq!(file_family(std::path::Path::new("/db/wal-000032.log")), ("/db/wal-#.log".to_string(), 32));
+        assert_eq!(file_family(std::path::Path::new("/db/MANIFEST")), ("/db/MANIFEST".to_string(), 0));
+        assert_eq!(file_family(std::path::Path::new("/d1/table-7")), ("/d1/table-#".to_string(), 7));
+        let step: Step<Toy> = Step::World(WorldStep::FaultOn(FaultOn {
+            action: FaultAction::FlipBit { offset: 9 },
+            family: "/db/table-#.sst".into(),
+            newest: 1,
+        }));
+        let json = serde_json::to_string(&step).expect("serializes");
+        assert_eq!(json, r#"{"op":"fault_on","fault":"flip_bit","offset":9,"family":"/db/table-#.sst","newest":1}"#);
+        assert_eq!(serde_json::from_str::<Step<Toy>>(&json).expect("parses"), step);
     }
 
     #[test]

@@ -361,7 +361,7 @@ impl Cli {
         if let Some(hint) = entry.unbuilt {
             return bad_input(&format!("--target {name}: this binary was built without it; {hint}"));
         }
-        if let Err(error) = check_flags(&args, entry) {
+        if let Err(error) = check_flags(&self, &args, entry) {
             return bad_input(&error);
         }
         (entry.dispatch)(&Context { args: &args, cli: &self, entry })
@@ -369,9 +369,9 @@ impl Cli {
 }
 
 /// Flag combinations clap cannot check.
-fn check_flags(args: &Args, entry: &Entry) -> Result<(), String> {
+fn check_flags(cli: &Cli, args: &Args, entry: &Entry) -> Result<(), String> {
     if let Some(name) = &args.canary {
-        check_canary(entry, name)?;
+        check_canary(cli, entry, name)?;
     }
     if !entry.profiles.contains(&args.profile()) {
         return Err(format!("--fault-profile {}: target {} has no such fault profile", args.profile(), entry.name));
@@ -399,14 +399,14 @@ fn check_flags(args: &Args, entry: &Entry) -> Result<(), String> {
     Ok(())
 }
 
-fn check_canary(entry: &Entry, name: &str) -> Result<(), String> {
+fn check_canary(cli: &Cli, entry: &Entry, name: &str) -> Result<(), String> {
     let known = (entry.canaries)();
     if known.is_empty() {
-        return Err(format!(
-            "--canary {name}: target {} has no canaries compiled into this build (build it with its canaries \
-             feature)",
-            entry.name
-        ));
+        let how = match cli.canaries_feature {
+            Some(feature) => format!("build it with --features {feature} ({} --features {feature} -- ...)", cli.command),
+            None => "build it with the target's canaries feature".to_string(),
+        };
+        return Err(format!("--canary {name}: target {} has no canaries compiled into this build; {how}", entry.name));
     }
     if known.contains(&name) { Ok(()) } else { Err(format!("unknown canary {name:?}; known: {}", known.join(", "))) }
 }
