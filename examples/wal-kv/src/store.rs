@@ -196,6 +196,7 @@ impl<E: Env> Store<E> {
         log.seek(SeekFrom::Start(valid_end))?;
         // Whatever we replayed may still be only in the page cache (its write's fsync failed, say): make it durable
         // before serving it, and make the log's name (and any half-finished rename) durable with the directory.
+        log.sync_data()?;
         fs.sync_dir(&dir)?;
         Ok(Self { fs, dir, log, map, poisoned: false })
     }
