@@ -127,6 +127,49 @@ pub struct RealLock {
     _file: std::fs::File,
 }
 
+/// The most OS threads [`RealEnv::map_parallel`] starts.
+pub const PARALLEL_JOBS_MAX: usize = 256;
+
+impl RealEnv {
+    /// The number of cores this process may use (at least 1).
+    pub fn cores() -> usize {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    }
+
+    /// Apply `f` to every item on up to `jobs` OS threads (at most [`PARALLEL_JOBS_MAX`]); the results come back
+    /// in item order, whatever order the threads finished in. A panic in `f` propagates to the caller.
+    pub fn map_parallel<T: Send, R: Send>(jobs: usize, items: Vec<T>, f: impl Fn(T) -> R + Sync) -> Vec<R> {
+        let jobs = jobs.clamp(1, PARALLEL_JOBS_MAX).min(items.len().max(1));
+        if jobs == 1 {
+            return items.into_iter().map(f).collect();
+        }
+        let count = items.len();
+        let queue: Mutex<std::vec::IntoIter<(usize, T)>> =
+            Mutex::new(items.into_iter().enumerate().collect::<Vec<_>>().into_iter());
+        let results: Mutex<Vec<Option<R>>> = Mutex::new((0..count).map(|_| None).collect());
+        std::thread::scope(|scope| {
+            for _ in 0..jobs {
+                scope.spawn(|| {
+                    loop {
+                        let next = queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner).next();
+                        let Some((index, item)) = next else { break };
+                        let result = f(item);
+                        results.lock().unwrap_or_else(std::sync::PoisonError::into_inner)[index] = Some(result);
+                    }
+                });
+            }
+        });
+        let results: Vec<R> = results
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .into_iter()
+            .map(|result| result.expect("every item was mapped"))
+            .collect();
+        assert_eq!(results.len(), count, "map_parallel lost an item");
+        results
+    }
+}
+
 impl Env for RealEnv {
     type File = RealFile;
     type Lock = RealLock;

@@ -3,7 +3,8 @@
 use std::collections::BTreeSet;
 use std::ops::Range;
 
-use env::FaultKind;
+use env::random::keyed;
+use env::{FaultKind, RealEnv};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{ExplicitFaults, WorldConfig};
@@ -12,6 +13,8 @@ use crate::target::{Coverage, Target};
 
 /// The most seeds one swarm may run.
 pub const SWARM_SEEDS_MAX: u64 = 1 << 40;
+/// Seeds handed to the worker threads at a time, per job (outcomes are then folded in seed order).
+pub const SEEDS_PER_JOB_BATCH_MAX: usize = 4;
 
 /// Which seeds to run and how.
 #[derive(Clone, Debug)]
@@ -22,6 +25,9 @@ pub struct SwarmOptions {
     pub shard: Option<(u64, u64)>,
     /// Stop at the first failing seed.
     pub stop_on_failure: bool,
+    /// Seeds run in parallel, each on its own OS thread with its own world (1: in this thread). The summary,
+    /// the failure list and the digest do not depend on it.
+    pub jobs: usize,
     pub run: RunOptions,
 }
 
@@ -44,6 +50,29 @@ pub struct SwarmSummary {
     pub coverage: Coverage,
     /// Counters that some run's configuration requires above zero.
     pub required: BTreeSet<String>,
+    /// The swarm's digest: the wrapping sum of `keyed(seed, run digest)` over its seeds, so the digests of
+    /// shards add up to the unsharded swarm's, whatever the order or the number of jobs.
+    #[serde(with = "hex_digest")]
+    pub digest: u64,
+}
+
+/// The swarm digest as 16 hex digits in JSON.
+mod hex_digest {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(digest: &u64, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&format!("{digest:016x}"))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        u64::from_str_radix(&text, 16).map_err(serde::de::Error::custom)
+    }
+}
+
+/// One seed's share of a swarm digest.
+pub fn seed_digest(seed: u64, run_digest: u64) -> u64 {
+    keyed(&[seed, run_digest])
 }
 
 impl SwarmSummary {
@@ -62,6 +91,7 @@ impl SwarmSummary {
         self.failures.sort_by_key(|failure| failure.seed);
         self.coverage.merge(&other.coverage);
         self.required.extend(other.required.iter().cloned());
+        self.digest = self.digest.wrapping_add(other.digest);
         assert!(self.seeds_passed <= self.seeds_run, "more seeds passed than ran");
     }
 
@@ -74,6 +104,7 @@ impl SwarmSummary {
         }
         self.coverage.merge(&outcome.coverage);
         self.required.extend(required);
+        self.digest = self.digest.wrapping_add(seed_digest(outcome.seed, outcome.digest));
         assert!(self.seeds_passed <= self.seeds_run, "more seeds passed than ran");
     }
 }
@@ -106,19 +137,27 @@ fn fault_counter(kind: FaultKind) -> String {
     format!("fault.{}", kind.name())
 }
 
-/// Run every seed of the shard against `T`, calling `on_outcome` after each.
+/// Run every seed of the shard against `T` on `options.jobs` threads, calling `on_outcome` after each in seed
+/// order.
 pub fn run_swarm<T: Target>(options: &SwarmOptions, mut on_outcome: impl FnMut(&OutcomeOf<T>)) -> SwarmSummary {
     assert!(options.seeds.end - options.seeds.start <= SWARM_SEEDS_MAX, "swarm above SWARM_SEEDS_MAX seeds");
+    let jobs = options.jobs.max(1);
     let mut summary = SwarmSummary::default();
-    for seed in options.shard_seeds() {
-        let outcome = run_target::<T>(seed, &options.run);
-        summary.add(&outcome, required_coverage::<T>(&outcome.schedule.world, &outcome.schedule.config));
-        on_outcome(&outcome);
-        if options.stop_on_failure && !outcome.passed() {
-            break;
+    let mut seeds = options.shard_seeds();
+    loop {
+        let batch: Vec<u64> = seeds.by_ref().take(jobs * SEEDS_PER_JOB_BATCH_MAX).collect();
+        if batch.is_empty() {
+            return summary;
+        }
+        let outcomes = RealEnv::map_parallel(jobs, batch, |seed| run_target::<T>(seed, &options.run));
+        for outcome in outcomes {
+            summary.add(&outcome, required_coverage::<T>(&outcome.schedule.world, &outcome.schedule.config));
+            on_outcome(&outcome);
+            if options.stop_on_failure && !outcome.passed() {
+                return summary;
+            }
         }
     }
-    summary
 }
 
 /// The required counters of `seed` without running it (for a child process that aborted).

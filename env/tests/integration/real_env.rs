@@ -137,3 +137,15 @@ fn real_lock_conflicts_until_released() {
     drop(third);
     assert!(matches!(env.lock(Path::new("/nonexistent-holdfast-dir/LOCK")), Err(Error::NotFound { .. })));
 }
+
+#[test]
+fn map_parallel_returns_results_in_item_order_for_any_job_count() {
+    let items: Vec<u64> = (0..97).collect();
+    let serial: Vec<u64> = items.iter().map(|item| item * item + 1).collect();
+    for jobs in [1, 2, 3, 8, 1000] {
+        let parallel = RealEnv::map_parallel(jobs, items.clone(), |item| item * item + 1);
+        assert_eq!(parallel, serial, "{jobs} jobs");
+    }
+    assert!(RealEnv::map_parallel(4, Vec::<u64>::new(), |item| item).is_empty());
+    assert!(RealEnv::cores() >= 1);
+}

@@ -70,6 +70,12 @@ pub struct Args {
     #[arg(long)]
     pub stop_on_failure: bool,
 
+    /// Swarm: run this many seeds at once, each on its own thread with its own simulated world (or, with
+    /// --isolate, its own child process). Defaults to the number of cores. The summary, the failure list and
+    /// the swarm digest are the same for every value.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=256))]
+    pub jobs: Option<u64>,
+
     /// Swarm: run each seed in a child process, so that a seed that aborts the whole process (a panic inside a
     /// destructor while unwinding, say) is reported as a failure of that seed (`no_abort`) instead of ending the
     /// swarm. On by default where the target asks for it (redb under `--fault-profile beyond`). The swarm digest
@@ -157,6 +163,23 @@ pub struct Args {
     /// Turn this planted bug on for every run, replay and shrink. Only for targets built with canaries.
     #[arg(long, value_name = "NAME")]
     pub canary: Option<String>,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Commands besides running seeds.
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// Fold the `--json` summaries of swarm shards (`--seeds A..B --shard I/N --json`, one file per shard) into
+    /// one: seeds, failures, coverage totals, required and missing coverage, and a digest equal to the unsharded
+    /// swarm's. Printed like a swarm's summary (`--json`: as one JSON object); exits 1 when a shard failed or,
+    /// with --require-coverage, coverage is missing.
+    Merge {
+        /// The shard summaries to fold.
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
+    },
 }
 
 impl Args {
@@ -165,6 +188,11 @@ impl Args {
         self.fault_profile.as_deref().map_or(FaultProfile::Assumed, |name| {
             FaultProfile::parse(name).expect("clap allows only known profile names")
         })
+    }
+
+    /// Seeds run at once (`--jobs`, else the number of cores).
+    pub fn jobs(&self) -> usize {
+        self.jobs.map_or_else(RealEnv::cores, |jobs| usize::try_from(jobs).expect("at most 256"))
     }
 
     /// The options every run of this command uses.
@@ -356,6 +384,9 @@ impl Cli {
         };
         let args = Args::from_arg_matches(&matches).expect("clap checked the arguments");
         install_panic_hook();
+        if let Some(Command::Merge { files }) = &args.command {
+            return swarm::merge_mode(&args, files);
+        }
         let name = args.target.clone().unwrap_or_else(|| names[0].to_string());
         let entry = self.entries.iter().find(|entry| entry.name == name).expect("clap allows only known targets");
         if let Some(hint) = entry.unbuilt {

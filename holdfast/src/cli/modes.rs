@@ -226,7 +226,7 @@ fn determinism_mode<T: Target>(context: &Context<'_>, seed: u64) -> u8 {
 /// The generic benchmark: the target's swarm over seeds `0..BENCH_SEEDS`, timed on the real clock.
 fn bench_mode<T: Target>(context: &Context<'_>) -> u8 {
     let options =
-        SwarmOptions { seeds: 0..BENCH_SEEDS, shard: None, stop_on_failure: false, run: context.args.run_options() };
+        SwarmOptions { seeds: 0..BENCH_SEEDS, shard: None, stop_on_failure: false, jobs: 1, run: context.args.run_options() };
     let clock = RealEnv::new();
     let started = clock.now();
     let (mut steps, mut work_steps) = (0u64, 0u64);

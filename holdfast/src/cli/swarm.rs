@@ -1,16 +1,15 @@
 //! The swarm mode: many seeds in-process or in child processes, a progress bar, a summary (text or JSON).
 
-use std::hash::Hasher;
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use env::StableHasher;
+use env::RealEnv;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::{Context, EXIT_FAIL, EXIT_PASS};
+use super::{Args, Context, EXIT_FAIL, EXIT_PASS, bad_input, read_file};
 use crate::runner::{Failure, PANIC_VERBOSE_ENV_VAR, RunOptions};
 use crate::schedule::ScheduleOf;
-use crate::swarm::{SwarmOptions, SwarmSummary, required_for_seed, run_swarm};
+use crate::swarm::{SwarmOptions, SwarmSummary, required_for_seed, run_swarm, seed_digest};
 use crate::target::{FailureKind, Target};
 
 /// The most bytes of a child's stderr a `no_abort` failure quotes.
@@ -38,11 +37,16 @@ fn print_line(bar: &ProgressBar, line: String) {
 pub(super) fn swarm_mode<T: Target>(context: &Context<'_>) -> u8 {
     let args = context.args;
     let seeds = args.seeds.clone().expect("swarm mode has seeds");
-    let options = SwarmOptions { seeds, shard: args.shard, stop_on_failure: args.stop_on_failure, run: args.run_options() };
+    let options = SwarmOptions {
+        seeds,
+        shard: args.shard,
+        stop_on_failure: args.stop_on_failure,
+        jobs: args.jobs(),
+        run: args.run_options(),
+    };
     let seeds_total = options.shard_seeds().count() as u64;
     let bar = progress_bar(seeds_total);
     let mut failures = 0u64;
-    let mut digests = StableHasher::new();
     let mut first_failing: Option<ScheduleOf<T>> = None;
     let mut on_failure = |failure: &Failure, bar: &ProgressBar| {
         failures += 1;
@@ -53,11 +57,9 @@ pub(super) fn swarm_mode<T: Target>(context: &Context<'_>) -> u8 {
     // A one-seed swarm gains nothing from a child process (and each child is one).
     let isolate = seeds_total > 1 && (args.isolate || T::isolate_by_default(args.profile()));
     let summary = if isolate {
-        isolated_swarm::<T>(context, &options, &bar, &mut digests, |failure| on_failure(failure, &bar))
+        isolated_swarm::<T>(context, &options, &bar, |failure| on_failure(failure, &bar))
     } else {
         run_swarm::<T>(&options, |outcome| {
-            digests.write_u64(outcome.seed);
-            digests.write_u64(outcome.digest);
             if let Some(failure) = &outcome.failure {
                 if first_failing.is_none() {
                     first_failing = Some(outcome.schedule.clone());
@@ -68,16 +70,7 @@ pub(super) fn swarm_mode<T: Target>(context: &Context<'_>) -> u8 {
         })
     };
     bar.finish_and_clear();
-    let digest = digests.finish();
-    let missing = summary.missing_coverage();
-    let coverage_failed = args.require_coverage && !missing.is_empty();
-    let code = if !summary.failures.is_empty() || coverage_failed { EXIT_FAIL } else { EXIT_PASS };
-    if args.json {
-        print_swarm_json(&summary, &missing, digest);
-        return code;
-    }
-    print_swarm_text(context, &summary, &missing);
-    println!("digest: {digest:016x}");
+    let code = print_summary(args, &summary, |summary, missing| print_swarm_text(context, summary, missing));
     if args.shrink
         && let Some(schedule) = &first_failing
     {
@@ -89,21 +82,20 @@ pub(super) fn swarm_mode<T: Target>(context: &Context<'_>) -> u8 {
     code
 }
 
-/// Run each seed of the swarm as `<this binary> --target T --seeds N..N+1 --json` in a child process and merge
-/// the summaries. A child that does not exit 0 or 1 with a summary (it aborted) becomes a `no_abort` failure.
+/// Run each seed of the swarm as `<this binary> --target T --seeds N..N+1 --json` in a child process (`--jobs` of
+/// them at once) and merge the summaries in seed order. A child that does not exit 0 or 1 with a summary (it
+/// aborted) becomes a `no_abort` failure of its seed.
 fn isolated_swarm<T: Target>(
     context: &Context<'_>,
     options: &SwarmOptions,
     bar: &ProgressBar,
-    digests: &mut StableHasher,
     mut on_failure: impl FnMut(&Failure),
 ) -> SwarmSummary {
     let args = context.args;
     let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from(context.cli.program));
-    let mut summary = SwarmSummary::default();
-    for seed in options.shard_seeds() {
+    let child = |seed: u64| {
         let mut command = std::process::Command::new(&exe);
-        command.args(["--target", T::NAME, "--seeds", &format!("{seed}..{}", seed + 1), "--json"]);
+        command.args(["--target", T::NAME, "--seeds", &format!("{seed}..{}", seed + 1), "--json", "--jobs", "1"]);
         command.args(["--steps", &args.steps.to_string()]);
         if let Some(profile) = &args.fault_profile {
             command.args(["--fault-profile", profile]);
@@ -112,27 +104,27 @@ fn isolated_swarm<T: Target>(
             command.args(["--canary", canary]);
         }
         command.env(PANIC_VERBOSE_ENV_VAR, "1");
-        let child = child_summary::<T>(seed, &options.run, command.output());
-        digests.write_u64(seed);
-        digests.write_u64(child.1);
-        for failure in &child.0.failures {
-            on_failure(failure);
-        }
-        summary.merge(&child.0);
-        bar.inc(1);
-        if options.stop_on_failure && !child.0.failures.is_empty() {
-            break;
+        child_summary::<T>(seed, &options.run, command.output())
+    };
+    let mut summary = SwarmSummary::default();
+    let seeds: Vec<u64> = options.shard_seeds().collect();
+    for batch in seeds.chunks(options.jobs.max(1) * crate::swarm::SEEDS_PER_JOB_BATCH_MAX) {
+        for child in RealEnv::map_parallel(options.jobs, batch.to_vec(), child) {
+            for failure in &child.failures {
+                on_failure(failure);
+            }
+            summary.merge(&child);
+            bar.inc(1);
+            if options.stop_on_failure && !child.failures.is_empty() {
+                return summary;
+            }
         }
     }
     summary
 }
 
-/// The summary (and digest) a child printed, or a `no_abort` failure when it printed none.
-fn child_summary<T: Target>(
-    seed: u64,
-    run: &RunOptions,
-    output: std::io::Result<std::process::Output>,
-) -> (SwarmSummary, u64) {
+/// The summary a child printed, or a `no_abort` failure when it printed none.
+fn child_summary<T: Target>(seed: u64, run: &RunOptions, output: std::io::Result<std::process::Output>) -> SwarmSummary {
     let (status, stdout, stderr) = match output {
         Ok(output) => (format!("{}", output.status), output.stdout, output.stderr),
         Err(error) => (format!("could not start: {error}"), Vec::new(), Vec::new()),
@@ -140,7 +132,7 @@ fn child_summary<T: Target>(
     let text = String::from_utf8_lossy(&stdout);
     let parsed = text.lines().last().and_then(|line| serde_json::from_str::<SwarmJson>(line).ok());
     if let Some(json) = parsed {
-        return (json.summary, u64::from_str_radix(&json.digest, 16).unwrap_or(0));
+        return json.summary;
     }
     let stderr = String::from_utf8_lossy(&stderr);
     let tail: String =
@@ -156,27 +148,64 @@ fn child_summary<T: Target>(
         evidence: None,
         last_steps: Vec::new(),
     };
-    let mut summary = SwarmSummary { seeds_run: 1, failures: vec![failure], ..SwarmSummary::default() };
+    let digest = seed_digest(seed, 0);
+    let mut summary = SwarmSummary { seeds_run: 1, failures: vec![failure], digest, ..SwarmSummary::default() };
     summary.required.extend(required_for_seed::<T>(seed, run));
-    (summary, 0)
+    summary
 }
 
-/// The `--json` summary: the swarm summary, the missing coverage and the digest, one object.
+/// The `--json` summary: the swarm summary (its digest included) and the missing coverage, one object.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct SwarmJson {
     #[serde(flatten)]
     summary: SwarmSummary,
     missing_coverage: Vec<String>,
-    digest: String,
 }
 
-fn print_swarm_json(summary: &SwarmSummary, missing: &[String], digest: u64) {
-    let json = SwarmJson { summary: summary.clone(), missing_coverage: missing.to_vec(), digest: format!("{digest:016x}") };
-    println!("{}", serde_json::to_string(&json).expect("a summary serializes"));
+/// Print a summary as `--json` or text (`text` prints the body), then the digest; the exit code.
+fn print_summary(args: &Args, summary: &SwarmSummary, text: impl FnOnce(&SwarmSummary, &[String])) -> u8 {
+    let missing = summary.missing_coverage();
+    let coverage_failed = args.require_coverage && !missing.is_empty();
+    let code = if !summary.failures.is_empty() || coverage_failed { EXIT_FAIL } else { EXIT_PASS };
+    if args.json {
+        let json = SwarmJson { summary: summary.clone(), missing_coverage: missing };
+        println!("{}", serde_json::to_string(&json).expect("a summary serializes"));
+        return code;
+    }
+    text(summary, &missing);
+    println!("digest: {:016x}", summary.digest);
+    code
 }
 
-fn print_swarm_text(context: &Context<'_>, summary: &SwarmSummary, missing: &[String]) {
-    let args = context.args;
+/// `merge FILE...`: fold shard summaries into one, printed as a swarm's.
+pub(super) fn merge_mode(args: &Args, files: &[PathBuf]) -> u8 {
+    let mut merged = SwarmSummary::default();
+    for path in files {
+        match read_shard(path) {
+            Ok(shard) => merged.merge(&shard),
+            Err(error) => return bad_input(&error),
+        }
+    }
+    print_summary(args, &merged, |summary, missing| {
+        print_counts(args, summary, missing);
+        for failure in &summary.failures {
+            let line = format!("{} (run with --seed {} to replay)", failure.invariant, failure.seed);
+            println!("failed: seed={} step={} kind={} invariant={line}", failure.seed, failure.step, failure.kind);
+        }
+    })
+}
+
+/// One shard's `--json` summary (its last line).
+fn read_shard(path: &Path) -> Result<SwarmSummary, String> {
+    let text = read_file(path)?;
+    let line = text.lines().rev().find(|line| !line.trim().is_empty()).unwrap_or_default();
+    serde_json::from_str::<SwarmJson>(line)
+        .map(|json| json.summary)
+        .map_err(|error| format!("{}: not a swarm --json summary: {error}", path.display()))
+}
+
+/// Seeds, coverage totals and required coverage.
+fn print_counts(args: &Args, summary: &SwarmSummary, missing: &[String]) {
     println!("seeds: run={} passed={} failed={}", summary.seeds_run, summary.seeds_passed, summary.failures.len());
     println!("coverage totals:");
     for (name, count) in &summary.coverage.counters {
@@ -190,6 +219,11 @@ fn print_swarm_text(context: &Context<'_>, summary: &SwarmSummary, missing: &[St
             println!("MISSING coverage (required, zero): {}", missing.join(", "));
         }
     }
+}
+
+fn print_swarm_text(context: &Context<'_>, summary: &SwarmSummary, missing: &[String]) {
+    let args = context.args;
+    print_counts(args, summary, missing);
     for failure in &summary.failures {
         println!(
             "failed: seed={} step={} invariant={} kind={} replay: {} {}--seed {} --steps {}",

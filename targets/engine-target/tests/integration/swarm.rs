@@ -5,7 +5,8 @@ use holdfast::{RunOptions, SwarmOptions, SwarmSummary, run_swarm};
 
 #[test]
 fn a_small_swarm_passes_with_coverage() {
-    let options = SwarmOptions { seeds: 0..20, shard: None, stop_on_failure: false, run: RunOptions::with_steps(500) };
+    let options =
+        SwarmOptions { seeds: 0..20, shard: None, stop_on_failure: false, jobs: 2, run: RunOptions::with_steps(500) };
     let mut seen = Vec::new();
     let summary = run_swarm::<EngineTarget>(&options, |outcome| seen.push(outcome.seed));
     let reports: Vec<String> = summary
@@ -24,7 +25,7 @@ fn a_small_swarm_passes_with_coverage() {
 #[test]
 fn shards_partition_the_seeds_and_merge() {
     let run = |shard| {
-        let options = SwarmOptions { seeds: 0..9, shard, stop_on_failure: false, run: RunOptions::with_steps(50) };
+        let options = SwarmOptions { seeds: 0..9, shard, stop_on_failure: false, jobs: 1, run: RunOptions::with_steps(50) };
         let mut seeds = Vec::new();
         let summary = run_swarm::<EngineTarget>(&options, |outcome| seeds.push(outcome.seed));
         (summary, seeds)
