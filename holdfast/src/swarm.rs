@@ -110,7 +110,8 @@ impl SwarmSummary {
 }
 
 /// The counters a run with this world requires above zero: the framework's (enabled fault kinds, explicit
-/// faults, crash effects, crashes inside recovery, BUGGIFY), then the target's own.
+/// faults, crash effects (dropped namespace operations only where [`Target::NAMESPACE_CRASHES`]), crashes inside
+/// recovery, BUGGIFY), then the target's own.
 pub fn required_coverage<T: Target>(world: &WorldConfig, config: &T::Config) -> Vec<String> {
     let mut names: Vec<String> = world.enabled_fault_kinds().iter().map(|kind| fault_counter(*kind)).collect();
     if world.weights.fault > 0 {
@@ -120,8 +121,10 @@ pub fn required_coverage<T: Target>(world: &WorldConfig, config: &T::Config) -> 
         }
     }
     if world.weights.crashes() {
-        let effects = [FaultKind::CrashDroppedWrite, FaultKind::CrashTornWrite, FaultKind::CrashDroppedMetadata];
-        names.extend(effects.map(fault_counter));
+        names.extend([FaultKind::CrashDroppedWrite, FaultKind::CrashTornWrite].map(fault_counter));
+        if T::NAMESPACE_CRASHES {
+            names.push(fault_counter(FaultKind::CrashDroppedMetadata));
+        }
     }
     if world.weights.crash_at_io + world.weights.crash_during_recovery > 0 {
         names.push("crash.during_recovery".into());

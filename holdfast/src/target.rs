@@ -190,6 +190,10 @@ pub trait Target: Sized {
     const FINDINGS_EXPECT_FAIL: bool = false;
     /// Where this target's seed files live, relative to the seeds directory (`""`: the directory itself).
     const SEEDS_SUBDIR: &'static str = "";
+    /// The system creates, renames or removes files as it runs, so a crash can drop a namespace operation:
+    /// `fault.crash_dropped_metadata` is then required coverage of a swarm with crashes. False for a system on one
+    /// file whose creation the target makes durable before the system sees it (redb).
+    const NAMESPACE_CRASHES: bool = true;
 
     /// The target's own configuration: derived from the seed once, stored in every schedule, shrinkable.
     type Config: Clone + Debug + PartialEq + Send + Sync + Serialize + DeserializeOwned;

@@ -87,7 +87,12 @@ impl<const SAFE: bool> Toy<SAFE> {
         let actual = match self.read(key) {
             Ok(actual) => actual,
             Err(error) if error.corruption && !world.excuses(&error) => {
-                return Err(Violation::new("toy.torn_value", FailureKind::Durability, "an 8-byte value", error.message));
+                return Err(Violation::new(
+                    "toy.torn_value",
+                    FailureKind::Durability,
+                    "an 8-byte value",
+                    error.message,
+                ));
             }
             Err(error) => return world.tolerate("get", &error),
         };
@@ -195,7 +200,15 @@ fn toy_world() -> WorldConfig {
         profile: FaultProfile::Assumed,
         faults,
         buggify: false,
-        weights: WorldWeights { op: 20, run_task: 0, reopen: 1, fault: 0, crash: 1, crash_at_io: 3, crash_during_recovery: 1 },
+        weights: WorldWeights {
+            op: 20,
+            run_task: 0,
+            reopen: 1,
+            fault: 0,
+            crash: 1,
+            crash_at_io: 3,
+            crash_during_recovery: 1,
+        },
         explicit: ExplicitFaults::None,
         crash_at_io_k_max: 6,
         recovery_crash_k_max: 2,
@@ -234,8 +247,8 @@ fn buggy_toy_is_caught_replays_exactly_and_shrinks() {
     let replayed = holdfast::run_schedule::<Toy<false>>(&schedule, &RunOptions::default());
     assert_eq!(replayed.failure, failing.failure, "a replayed schedule fails the same way");
     assert_eq!(replayed.digest, failing.digest);
-    let shrunk = holdfast::shrink::shrink_schedule::<Toy<false>>(&schedule, &RunOptions::default(), 2_000)
-        .expect("shrinks");
+    let shrunk =
+        holdfast::shrink::shrink_schedule::<Toy<false>>(&schedule, &RunOptions::default(), 2_000).expect("shrinks");
     assert_eq!(shrunk.signature, failure.signature());
     assert!(shrunk.steps_after <= 4, "shrunk to {} steps: {:?}", shrunk.steps_after, shrunk.schedule.steps);
     assert!(shrunk.steps_after < schedule.steps.len());

@@ -13,6 +13,8 @@ fn main() -> ExitCode {
         .target::<engine_target::EngineTarget>()
         .package("engine-target")
         .bench(bench::bench_mode);
+    #[cfg(feature = "redb")]
+    let cli = cli.target::<redb_target::RedbTarget>().feature("redb").package("redb-target");
     #[cfg(not(feature = "redb"))]
     let cli = cli.unbuilt(
         "redb",

@@ -371,10 +371,9 @@ impl Cli {
         for entry in &self.entries {
             targets_help.push_str(&format!("  {:<10} {}\n", entry.name, entry.about));
         }
-        let command = Args::command()
-            .name(self.program)
-            .after_long_help(targets_help)
-            .mut_arg("target", |arg| arg.value_parser(PossibleValuesParser::new(names.clone())).default_value(names[0]));
+        let command = Args::command().name(self.program).after_long_help(targets_help).mut_arg("target", |arg| {
+            arg.value_parser(PossibleValuesParser::new(names.clone())).default_value(names[0])
+        });
         let matches = match command.try_get_matches_from(args) {
             Ok(matches) => matches,
             Err(error) => {
@@ -434,7 +433,9 @@ fn check_canary(cli: &Cli, entry: &Entry, name: &str) -> Result<(), String> {
     let known = (entry.canaries)();
     if known.is_empty() {
         let how = match cli.canaries_feature {
-            Some(feature) => format!("build it with --features {feature} ({} --features {feature} -- ...)", cli.command),
+            Some(feature) => {
+                format!("build it with --features {feature} ({} --features {feature} -- ...)", cli.command)
+            }
             None => "build it with the target's canaries feature".to_string(),
         };
         return Err(format!("--canary {name}: target {} has no canaries compiled into this build; {how}", entry.name));

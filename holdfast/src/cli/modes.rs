@@ -85,7 +85,9 @@ fn write_dot<T: Target>(failure: &crate::Failure, dot: Option<&Path>) {
             Ok(()) => println!("dot: wrote {} to {}", rendering.what, path.display()),
             Err(error) => eprintln!("dot: {error}"),
         },
-        None => println!("dot: target {} has no drawing of this failure; nothing written to {}", T::NAME, path.display()),
+        None => {
+            println!("dot: target {} has no drawing of this failure; nothing written to {}", T::NAME, path.display())
+        }
     }
 }
 
@@ -225,8 +227,13 @@ fn determinism_mode<T: Target>(context: &Context<'_>, seed: u64) -> u8 {
 
 /// The generic benchmark: the target's swarm over seeds `0..BENCH_SEEDS`, timed on the real clock.
 fn bench_mode<T: Target>(context: &Context<'_>) -> u8 {
-    let options =
-        SwarmOptions { seeds: 0..BENCH_SEEDS, shard: None, stop_on_failure: false, jobs: 1, run: context.args.run_options() };
+    let options = SwarmOptions {
+        seeds: 0..BENCH_SEEDS,
+        shard: None,
+        stop_on_failure: false,
+        jobs: 1,
+        run: context.args.run_options(),
+    };
     let clock = RealEnv::new();
     let started = clock.now();
     let (mut steps, mut work_steps) = (0u64, 0u64);

@@ -50,7 +50,10 @@ pub(super) fn swarm_mode<T: Target>(context: &Context<'_>) -> u8 {
     let mut first_failing: Option<ScheduleOf<T>> = None;
     let mut on_failure = |failure: &Failure, bar: &ProgressBar| {
         failures += 1;
-        let line = format!("FAIL seed={} step={} invariant={} ({})", failure.seed, failure.step, failure.invariant, failure.kind);
+        let line = format!(
+            "FAIL seed={} step={} invariant={} ({})",
+            failure.seed, failure.step, failure.invariant, failure.kind
+        );
         print_line(bar, line);
         bar.set_message(format!("{failures} failed"));
     };
@@ -124,7 +127,11 @@ fn isolated_swarm<T: Target>(
 }
 
 /// The summary a child printed, or a `no_abort` failure when it printed none.
-fn child_summary<T: Target>(seed: u64, run: &RunOptions, output: std::io::Result<std::process::Output>) -> SwarmSummary {
+fn child_summary<T: Target>(
+    seed: u64,
+    run: &RunOptions,
+    output: std::io::Result<std::process::Output>,
+) -> SwarmSummary {
     let (status, stdout, stderr) = match output {
         Ok(output) => (format!("{}", output.status), output.stdout, output.stderr),
         Err(error) => (format!("could not start: {error}"), Vec::new(), Vec::new()),

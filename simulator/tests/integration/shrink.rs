@@ -83,8 +83,7 @@ fn cli_shrinks_and_saves_a_canary_failure() {
     let saved = saved.to_str().expect("utf-8");
     let replay = simulator(&["--replay", saved]);
     assert_eq!(replay.status.code(), Some(1), "the canary is on again on replay: {}", text(&replay));
-    let file: serde_json::Value =
-        serde_json::from_slice(&read(std::path::Path::new(saved))).expect("a JSON seed file");
+    let file: serde_json::Value = serde_json::from_slice(&read(std::path::Path::new(saved))).expect("a JSON seed file");
     let digest = text(&replay).lines().last().unwrap_or_default().trim_start_matches("digest: ").to_string();
     assert_eq!(file["digest"].as_str(), Some(digest.as_str()), "the seed file records its replay's digest");
     assert_eq!(file["schedule"]["format_version"], 2);

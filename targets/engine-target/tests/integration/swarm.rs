@@ -25,7 +25,8 @@ fn a_small_swarm_passes_with_coverage() {
 #[test]
 fn shards_partition_the_seeds_and_merge() {
     let run = |shard| {
-        let options = SwarmOptions { seeds: 0..9, shard, stop_on_failure: false, jobs: 1, run: RunOptions::with_steps(50) };
+        let options =
+            SwarmOptions { seeds: 0..9, shard, stop_on_failure: false, jobs: 1, run: RunOptions::with_steps(50) };
         let mut seeds = Vec::new();
         let summary = run_swarm::<EngineTarget>(&options, |outcome| seeds.push(outcome.seed));
         (summary, seeds)
