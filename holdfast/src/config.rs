@@ -101,8 +101,9 @@ const STANDARD_FAULTS: [(FaultKind, u32); 8] = [
 ];
 
 impl FaultMenu {
-    /// Every probabilistic fault kind, disk quotas, BUGGIFY, explicit faults with bit flips, background tasks;
-    /// no garbled sectors; operation-index keying.
+    /// Every probabilistic fault kind, disk quotas, explicit faults with bit flips, background tasks; no
+    /// garbled sectors, no BUGGIFY (a system has BUGGIFY sites only if it calls `Env::buggify`: see
+    /// [`FaultMenu::with_buggify`]); operation-index keying.
     pub fn standard() -> Self {
         Self {
             kinds: STANDARD_FAULTS.to_vec(),
@@ -110,7 +111,7 @@ impl FaultMenu {
             kind_on_ppm: 500_000,
             disk_full: true,
             garbled_sectors: false,
-            buggify: true,
+            buggify: false,
             explicit: ExplicitFaults::All,
             keying: FaultKeying::OperationIndex,
             tasks: true,
@@ -128,6 +129,13 @@ impl FaultMenu {
             explicit: ExplicitFaults::None,
             ..Self::standard()
         }
+    }
+
+    /// The menu with BUGGIFY: half the seeds turn it on (FoundationDB's odds per site), and a swarm then requires
+    /// sites to have fired. For systems that call `Env::buggify`.
+    pub fn with_buggify(mut self) -> Self {
+        self.buggify = true;
+        self
     }
 
     /// The menu without the kinds that destroy data at rest or in flight (latent sectors, misdirected writes,
@@ -359,7 +367,11 @@ mod tests {
             (0..60).map(|seed| WorldConfig::from_seed(seed, FaultProfile::Assumed, &menu)).collect();
         assert!(worlds.iter().any(|world| !world.enabled_fault_kinds().is_empty()), "faults never on");
         assert!(worlds.iter().any(|world| world.enabled_fault_kinds().is_empty()), "faults always on");
-        assert!(worlds.iter().any(|world| world.buggify) && worlds.iter().any(|world| !world.buggify));
+        assert!(worlds.iter().all(|world| !world.buggify), "BUGGIFY on without the menu asking for it");
+        let buggy: Vec<WorldConfig> = (0..60)
+            .map(|seed| WorldConfig::from_seed(seed, FaultProfile::Assumed, &FaultMenu::standard().with_buggify()))
+            .collect();
+        assert!(buggy.iter().any(|world| world.buggify) && buggy.iter().any(|world| !world.buggify));
         let quiet = FaultMenu::crashes_only();
         for seed in 0..60 {
             let world = WorldConfig::from_seed(seed, FaultProfile::Assumed, &quiet);

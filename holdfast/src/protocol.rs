@@ -28,6 +28,8 @@ pub(crate) struct Session<T: Target> {
     /// A crash armed by `crash_at_io` for the next step.
     armed: Option<u64>,
     crashes_classified: u64,
+    /// Where the finale is: `liveness` (faults healed, `Target::healthy`) or `final_crash` (the last power cut).
+    pub(crate) stage: &'static str,
 }
 
 impl<T: Target> Session<T> {
@@ -41,6 +43,7 @@ impl<T: Target> Session<T> {
             config: config.clone(),
             armed: None,
             crashes_classified: 0,
+            stage: "step",
         };
         session.open_system()?;
         Ok(session)
@@ -309,10 +312,12 @@ impl<T: Target> Session<T> {
 
     /// The liveness phase, then a final power cut that must lose nothing acknowledged.
     pub(crate) fn finale(&mut self) -> Result<(), Violation> {
+        self.stage = "liveness";
         self.liveness()?;
         if self.world.unrecoverable {
             return Ok(());
         }
+        self.stage = "final_crash";
         self.env().crash();
         self.world.count("crashes");
         self.recover()?;
@@ -332,6 +337,7 @@ impl<T: Target> Session<T> {
         self.armed = None;
         self.env().disarm_crash();
         self.env().set_fault_config(healed_faults(&self.world_config.faults));
+        self.env().cancel_pending_faults();
         self.env().set_buggify(false);
         if self.world.unrecoverable {
             return Ok(());

@@ -64,7 +64,8 @@ pub struct Failure {
     pub seed: u64,
     /// Index of the failing step; the step count itself for the liveness phase and final crash.
     pub step: u64,
-    /// `step`, `open`, `generate`, `finale` (or `process` for a child that aborted).
+    /// `open`, `generate`, `step`, `liveness` (faults healed, the target's `healthy`), `final_crash` (the last power
+    /// cut and its recovery), or `process` (a child process that aborted).
     pub phase: String,
     pub invariant: String,
     pub kind: FailureKind,
@@ -380,7 +381,7 @@ fn execute<T: Target>(
     if run.failure.is_none() {
         env.set_step(steps_total);
         if let Err(violation) = guarded("finale", || session.finale()) {
-            run.fail(steps_total, "finale", violation);
+            run.fail(steps_total, session.stage, violation);
         }
     }
     run.recorder.hasher.write_u64(u64::from(run.failure.is_some()));

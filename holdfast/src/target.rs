@@ -224,7 +224,9 @@ pub trait Target: Sized {
     /// Close the system cleanly (a `reopen` step, and before the liveness phase). Handles are dropped after.
     fn close(&mut self) -> Result<(), SystemError>;
 
-    /// Forget every handle into the system (a power cut happened, or a reopen follows): no IO.
+    /// Forget every handle into the system (a power cut happened, or a reopen follows). Avoid IO here; after a
+    /// power cut the world is halted and any IO fails harmlessly (redb, which writes when a handle drops, relies
+    /// on that).
     fn drop_system(&mut self);
 
     /// Is the system open?

@@ -151,6 +151,16 @@ impl SimEnv {
         self.lock_world().config = config;
     }
 
+    /// Drop every explicit fault injected but not yet fired (a `FailNextSync` or `FailNextWrite` waiting for its
+    /// file's next sync or write); returns how many were pending. Flipped bits are already on the disk and stay.
+    pub fn cancel_pending_faults(&self) -> usize {
+        let mut world = self.lock_world();
+        let pending = world.fail_next_sync.len() + world.fail_next_write.len();
+        world.fail_next_sync.clear();
+        world.fail_next_write.clear();
+        pending
+    }
+
     /// The current fault probabilities.
     pub fn fault_config(&self) -> FaultConfig {
         self.lock_world().config.clone()

@@ -483,3 +483,19 @@ fn an_empty_write_writes_nothing_and_never_panics() {
     assert_eq!(file.write_at(3, &[]).expect("empty write at the end"), 0);
     assert_eq!(file.read_all().expect("read"), b"abc");
 }
+
+/// Healing a world cancels explicit faults still waiting for their IO: the next sync and write succeed.
+#[test]
+fn pending_explicit_faults_can_be_cancelled() {
+    let env = SimEnv::new(5);
+    setup(&env);
+    let file = env.open(&path("f"), OpenOptions::create_truncate()).expect("create");
+    env.inject(ExplicitFault::FailNextSync { path: path("f") });
+    env.inject(ExplicitFault::FailNextWrite { path: path("f") });
+    assert_eq!(env.cancel_pending_faults(), 2);
+    assert_eq!(env.cancel_pending_faults(), 0);
+    file.write_all_at(0, b"kept").expect("the cancelled write fault does not fire");
+    file.sync().expect("the cancelled sync fault does not fire");
+    env.inject(ExplicitFault::FailNextSync { path: path("f") });
+    assert!(file.sync().is_err(), "an injected fault that was not cancelled still fires");
+}

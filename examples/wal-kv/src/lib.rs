@@ -145,15 +145,12 @@ impl Target for WalKvTarget {
     type Op = Op;
     type Observation = Observation;
 
-    /// What this store claims to survive: crashes anywhere (torn and lost unsynced writes, lost directory
-    /// updates), failed writes and syncs, short writes, a full disk, read errors, and transient read corruption
-    /// (reported as a typed corruption error; a torn tail is only truncated after a second read agrees). Not data
-    /// destroyed at rest (latent sectors, misdirected writes, bit flips): a damaged acknowledged frame is detected,
-    /// but the value is gone, and these checks do not weaken for lost data. Hence the standard menu without them;
-    /// and no BUGGIFY or background tasks, as the store has neither.
+    /// What this store claims to survive: crashes anywhere, failed writes and syncs, short writes, a full disk,
+    /// read errors and transient read corruption (a torn tail is truncated only after a second read agrees). Not
+    /// data destroyed at rest (latent sectors, misdirected writes, bit flips): these checks do not weaken for it.
     fn fault_menu(profile: FaultProfile) -> Option<FaultMenu> {
-        let menu = FaultMenu::standard().without_data_loss();
-        (profile == FaultProfile::Assumed).then_some(FaultMenu { buggify: false, tasks: false, ..menu })
+        let menu = FaultMenu { tasks: false, ..FaultMenu::standard().without_data_loss() }; // no background tasks
+        (profile == FaultProfile::Assumed).then_some(menu)
     }
 
     fn configure(seed: u64, _world: &WorldConfig) -> Config {

@@ -1,4 +1,7 @@
 fn main() -> std::process::ExitCode {
-    let seeds = concat!(env!("CARGO_MANIFEST_DIR"), "/seeds");
-    holdfast::cli::Cli::new("wal-kv", "cargo run --release --").seeds_dir(seeds).target::<wal_kv::WalKvTarget>().run()
+    let cli = holdfast::cli::Cli::new("wal-kv", "cargo run --release --")
+        .seeds_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/seeds"));
+    #[cfg(feature = "planted-bug")]
+    let cli = cli.built_with("planted-bug"); // printed replay and test commands repeat the feature
+    cli.target::<wal_kv::WalKvTarget>().run()
 }

@@ -260,6 +260,8 @@ pub struct Cli {
     program: &'static str,
     command: String,
     canaries_feature: Option<&'static str>,
+    /// Cargo features this binary was built with that a printed command must repeat (`built_with`).
+    built_with: Vec<&'static str>,
     seeds_dir: PathBuf,
     entries: Vec<Entry>,
 }
@@ -279,6 +281,7 @@ impl Cli {
             program,
             command: command.trim_end_matches(" --").to_string(),
             canaries_feature: None,
+            built_with: Vec::new(),
             seeds_dir: PathBuf::from("seeds"),
             entries: Vec::new(),
         }
@@ -293,6 +296,13 @@ impl Cli {
     /// The cargo feature that compiles canaries in (added to printed commands when `--canary` is on).
     pub fn canaries_feature(mut self, feature: &'static str) -> Self {
         self.canaries_feature = Some(feature);
+        self
+    }
+
+    /// This binary was built with cargo feature `feature`, which every printed command (replay, test) repeats:
+    /// `#[cfg(feature = "planted-bug")] let cli = cli.built_with("planted-bug");`.
+    pub fn built_with(mut self, feature: &'static str) -> Self {
+        self.built_with.push(feature);
         self
     }
 
@@ -475,15 +485,25 @@ pub(crate) fn write_file(path: &Path, text: &str) -> Result<(), String> {
 impl Context<'_> {
     /// The command that re-runs this binary with the features a run needs, ending in `--`.
     pub fn command(&self) -> String {
-        let mut features: Vec<&str> = Vec::new();
+        let mut features: Vec<&str> = self.cli.built_with.clone();
         if self.args.canary.is_some() {
-            features.extend(self.cli.canaries_feature);
+            features.extend(self.cli.canaries_feature.filter(|feature| !features.contains(feature)));
         }
-        features.extend(self.entry.feature);
+        features.extend(self.entry.feature.filter(|feature| !features.contains(feature)));
         match features.is_empty() {
             true => format!("{} --", self.cli.command),
             false => format!("{} --features {} --", self.cli.command, features.join(",")),
         }
+    }
+
+    /// ` --features A,B` for a test command: the binary's `built_with` features, and the canaries feature when a
+    /// canary is on (a target crate names its canaries feature as the binary does).
+    pub fn test_features(&self) -> String {
+        let mut features = self.cli.built_with.clone();
+        if self.args.canary.is_some() {
+            features.extend(self.cli.canaries_feature.filter(|feature| !features.contains(feature)));
+        }
+        if features.is_empty() { String::new() } else { format!(" --features {}", features.join(",")) }
     }
 
     /// `--target NAME --fault-profile P --canary C ` as needed to select the same run again (empty for the

@@ -38,7 +38,10 @@ use engine::Db;
 use holdfast::env::{DeterministicRng, Op as Io, SimEnv};
 use holdfast::kit::{key_bytes, sig_of};
 use holdfast::protocol::{cut_io, file_name, in_dir};
-use holdfast::{Coverage, FailureKind, FaultSite, Observed, Step, SystemError, Target, Violation, World, WorldConfig};
+use holdfast::{
+    Coverage, FailureKind, FaultMenu, FaultProfile, FaultSite, Observed, Step, SystemError, Target, Violation, World,
+    WorldConfig,
+};
 
 pub use self::config::{EngineConfig, OpWeights, TuningConfig};
 pub use self::model::{Model, Resolution};
@@ -125,6 +128,11 @@ impl Target for EngineTarget {
     type Config = EngineConfig;
     type Op = Op;
     type Observation = Observation;
+
+    /// The standard menu with BUGGIFY: the engine has BUGGIFY sites.
+    fn fault_menu(profile: FaultProfile) -> Option<FaultMenu> {
+        (profile == FaultProfile::Assumed).then(|| FaultMenu::standard().with_buggify())
+    }
 
     fn configure(seed: u64, _world: &WorldConfig) -> EngineConfig {
         EngineConfig::from_seed(seed)
