@@ -146,8 +146,9 @@ impl SeedFile {
                 Some(_) => {}
             }
         }
-        if let Some(unknown) =
-            object.keys().find(|key| !REQUIRED_FIELDS.iter().any(|(f, _)| f == key) && !OPTIONAL_FIELDS.contains(&key.as_str()))
+        if let Some(unknown) = object
+            .keys()
+            .find(|key| !REQUIRED_FIELDS.iter().any(|(f, _)| f == key) && !OPTIONAL_FIELDS.contains(&key.as_str()))
         {
             return Err(error(unknown, "unknown field".into()));
         }
@@ -157,7 +158,10 @@ impl SeedFile {
         }
         let parsed: SeedFile = serde_json::from_value(value).map_err(|e| {
             let message = e.to_string();
-            let field = ["signature", "expect", "canary", "digest"].into_iter().find(|f| message.contains(f)).unwrap_or("<root>");
+            let field = ["signature", "expect", "canary", "digest"]
+                .into_iter()
+                .find(|f| message.contains(f))
+                .unwrap_or("<root>");
             error(field, message)
         })?;
         parsed.validate().map_err(|(field, message)| error(field, message))?;
@@ -170,8 +174,8 @@ impl SeedFile {
         if !name_ok {
             return Err(("name", format!("{:?} must be non-empty [A-Za-z0-9_/-]", self.name)));
         }
-        let target_ok = !self.target.is_empty()
-            && self.target.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        let target_ok =
+            !self.target.is_empty() && self.target.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
         if !target_ok {
             return Err(("target", format!("{:?} must be a target name [A-Za-z0-9_-]", self.target)));
         }

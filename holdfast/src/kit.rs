@@ -112,7 +112,14 @@ impl Workload {
         let large_value_size_bytes_max =
             u32::try_from(rng.range_inclusive(4096, u64::from(LARGE_VALUE_SIZE_BYTES_MAX))).expect("fits");
         let scan_keys_max = u32::try_from(rng.range_inclusive(1, u64::from(SCAN_KEYS_MAX))).expect("fits");
-        Self { key_count, distribution, value_size_bytes_max, large_value_ppm, large_value_size_bytes_max, scan_keys_max }
+        Self {
+            key_count,
+            distribution,
+            value_size_bytes_max,
+            large_value_ppm,
+            large_value_size_bytes_max,
+            scan_keys_max,
+        }
     }
 
     /// Check a workload read from a file.

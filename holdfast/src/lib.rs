@@ -35,7 +35,9 @@ pub mod target;
 pub mod world;
 
 pub use config::{ExplicitFaults, FaultMenu, FaultProfile, WorldConfig};
-pub use runner::{Failure, Outcome, OutcomeOf, RunOptions, check_determinism, run_configured, run_schedule, run_target};
+pub use runner::{
+    Failure, Outcome, OutcomeOf, RunOptions, check_determinism, run_configured, run_schedule, run_target,
+};
 pub use schedule::{FORMAT_VERSION, Schedule, ScheduleOf, parse_schedule};
 pub use step::{Observed, Step, WorldStep};
 pub use swarm::{SwarmOptions, SwarmSummary, run_swarm};

@@ -136,8 +136,7 @@ impl<C, O> Outcome<C, O> {
 /// The world and target configuration a generated run of `seed` uses under `profile`. Errors when the target
 /// has no such profile.
 pub fn configure<T: Target>(seed: u64, profile: FaultProfile) -> Result<(WorldConfig, T::Config), String> {
-    let menu = T::fault_menu(profile)
-        .ok_or_else(|| format!("target {} has no fault profile {profile:?}", T::NAME))?;
+    let menu = T::fault_menu(profile).ok_or_else(|| format!("target {} has no fault profile {profile:?}", T::NAME))?;
     let world = WorldConfig::from_seed(seed, profile, &menu);
     let config = T::configure(seed, &world);
     T::validate_config(&config).map_err(|error| format!("target {} configured seed {seed} badly: {error}", T::NAME))?;
@@ -155,7 +154,12 @@ pub fn run_target<T: Target>(seed: u64, options: &RunOptions) -> OutcomeOf<T> {
 
 /// Run `seed` against target `T` with a given world and configuration instead of the seed's own (a fixed
 /// benchmark, a test that needs one corner of the space).
-pub fn run_configured<T: Target>(seed: u64, world: WorldConfig, config: T::Config, options: &RunOptions) -> OutcomeOf<T> {
+pub fn run_configured<T: Target>(
+    seed: u64,
+    world: WorldConfig,
+    config: T::Config,
+    options: &RunOptions,
+) -> OutcomeOf<T> {
     assert!(options.steps <= STEPS_MAX, "{} steps is above STEPS_MAX", options.steps);
     world.validate().unwrap_or_else(|error| panic!("run_configured: {error}"));
     T::validate_config(&config).unwrap_or_else(|error| panic!("run_configured: {error}"));

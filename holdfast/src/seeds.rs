@@ -112,7 +112,8 @@ fn skip_reason<T: Target>(seed: &SeedFile) -> Option<(String, String)> {
 /// Replay one seed file and check its expectation and digest.
 pub fn replay_one<T: Target>(path: &Path, seed: SeedFile) -> Result<(), String> {
     let at = path.display();
-    let schedule = parse_schedule_value::<T>(seed.schedule.clone()).map_err(|e| format!("{at}: field `schedule`: {e}"))?;
+    let schedule =
+        parse_schedule_value::<T>(seed.schedule.clone()).map_err(|e| format!("{at}: field `schedule`: {e}"))?;
     let options = RunOptions { canary: seed.canary.clone(), ..RunOptions::default() };
     let outcome = run_schedule::<T>(&schedule, &options);
     let got = outcome.failure.as_ref().map(crate::Failure::signature);

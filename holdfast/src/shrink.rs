@@ -114,7 +114,9 @@ fn without_each_kind<S: Clone + Serialize>(steps: &[S]) -> Vec<Vec<S>> {
     order.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
     order
         .iter()
-        .map(|(name, _)| steps.iter().zip(&kinds).filter(|(_, kind)| kind != name).map(|(step, _)| step.clone()).collect())
+        .map(|(name, _)| {
+            steps.iter().zip(&kinds).filter(|(_, kind)| kind != name).map(|(step, _)| step.clone()).collect()
+        })
         .collect()
 }
 
@@ -204,10 +206,8 @@ pub fn shrink_schedule<T: Target>(
         ));
     };
     // Steps after the failing one never ran: start from what did.
-    let initial = Candidate {
-        steps: original.schedule.steps.clone(),
-        config: (schedule.world.clone(), schedule.config.clone()),
-    };
+    let initial =
+        Candidate { steps: original.schedule.steps.clone(), config: (schedule.world.clone(), schedule.config.clone()) };
     let candidate_schedule = |candidate: &Candidate<Step<T::Op>, (WorldConfig, T::Config)>| Schedule {
         format_version: schedule.format_version,
         target: schedule.target.clone(),
@@ -266,11 +266,10 @@ mod tests {
 
     #[test]
     fn world_steps_simplify_to_simpler_world_steps() {
-        assert_eq!(simplify_world_step(&WorldStep::CrashAtIo { k: 10 }), vec![
-            WorldStep::CrashAtIo { k: 1 },
-            WorldStep::CrashAtIo { k: 5 },
-            WorldStep::CrashAtIo { k: 9 }
-        ]);
+        assert_eq!(
+            simplify_world_step(&WorldStep::CrashAtIo { k: 10 }),
+            vec![WorldStep::CrashAtIo { k: 1 }, WorldStep::CrashAtIo { k: 5 }, WorldStep::CrashAtIo { k: 9 }]
+        );
         assert!(simplify_world_step(&WorldStep::CrashAtIo { k: 1 }).is_empty());
         assert_eq!(simplify_world_step(&WorldStep::CrashDuringRecovery { k: 1 }), vec![WorldStep::Crash]);
         assert_eq!(render_step(&WorldStep::CrashAtIo { k: 2 }), "crash_at_io k=2");

@@ -24,7 +24,15 @@ fn bench_world() -> WorldConfig {
         profile: FaultProfile::Assumed,
         faults: FaultConfig::none(),
         buggify: false,
-        weights: WorldWeights { op: 8500, run_task: 1500, reopen: 0, fault: 0, crash: 2, crash_at_io: 0, crash_during_recovery: 0 },
+        weights: WorldWeights {
+            op: 8500,
+            run_task: 1500,
+            reopen: 0,
+            fault: 0,
+            crash: 2,
+            crash_at_io: 0,
+            crash_during_recovery: 0,
+        },
         explicit: ExplicitFaults::None,
         crash_at_io_k_max: 1,
         recovery_crash_k_max: 1,
@@ -65,7 +73,8 @@ fn replay_on_real_io(steps: &[Step<Op>], dir: &Path) -> Result<(u64, u64), Strin
     let env = RealEnv::new();
     let db_dir: PathBuf = dir.join("db");
     env.create_dir_all(&db_dir).map_err(|error| format!("create {}: {error}", db_dir.display()))?;
-    let db = Db::open(env.clone(), &db_dir, bench_config().options()).map_err(|error| format!("open real db: {error}"))?;
+    let db =
+        Db::open(env.clone(), &db_dir, bench_config().options()).map_err(|error| format!("open real db: {error}"))?;
     let start = env.now();
     let mut ops = 0u64;
     for op in steps.iter().filter_map(Step::op) {
@@ -103,7 +112,8 @@ pub fn bench_mode() -> u8 {
     }
     let start = env.now();
     let options = RunOptions::with_steps(BENCH_STEPS);
-    let outcome: OutcomeOf<EngineTarget> = run_configured::<EngineTarget>(BENCH_SEED, bench_world(), bench_config(), &options);
+    let outcome: OutcomeOf<EngineTarget> =
+        run_configured::<EngineTarget>(BENCH_SEED, bench_world(), bench_config(), &options);
     let sim_nanos = u64::try_from((env.now() - start).as_nanos()).unwrap_or(u64::MAX).max(1);
     let (real_ops, real_nanos) = match replay_on_real_io(&outcome.schedule.steps, &dir) {
         Ok(measured) => measured,

@@ -326,10 +326,9 @@ impl Cli {
         for entry in &self.entries {
             targets_help.push_str(&format!("  {:<10} {}\n", entry.name, entry.about));
         }
-        let command = Args::command()
-            .name(self.program)
-            .after_long_help(targets_help)
-            .mut_arg("target", |arg| arg.value_parser(PossibleValuesParser::new(names.clone())).default_value(names[0]));
+        let command = Args::command().name(self.program).after_long_help(targets_help).mut_arg("target", |arg| {
+            arg.value_parser(PossibleValuesParser::new(names.clone())).default_value(names[0])
+        });
         let matches = match command.try_get_matches_from(args) {
             Ok(matches) => matches,
             Err(error) => {

@@ -85,7 +85,9 @@ fn write_dot<T: Target>(failure: &crate::Failure, dot: Option<&Path>) {
             Ok(()) => println!("dot: wrote {} to {}", rendering.what, path.display()),
             Err(error) => eprintln!("dot: {error}"),
         },
-        None => println!("dot: target {} has no drawing of this failure; nothing written to {}", T::NAME, path.display()),
+        None => {
+            println!("dot: target {} has no drawing of this failure; nothing written to {}", T::NAME, path.display())
+        }
     }
 }
 

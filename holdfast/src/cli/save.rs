@@ -13,12 +13,21 @@ use crate::target::Target;
 
 /// Shrink a failing schedule, print the minimal one and its confirming replay, and save it with `--save`.
 /// Returns the exit code: 1 (the failure stands), 2 when saving failed, or 1 after an error shrinking.
-pub(super) fn shrink_and_report<T: Target>(context: &Context<'_>, schedule: &ScheduleOf<T>, options: &RunOptions) -> u8 {
+pub(super) fn shrink_and_report<T: Target>(
+    context: &Context<'_>,
+    schedule: &ScheduleOf<T>,
+    options: &RunOptions,
+) -> u8 {
     let args = context.args;
     let clock = RealEnv::new();
     let started = clock.now();
     println!();
-    println!("shrinking: seed {} ({} steps), budget {} reruns", schedule.seed, schedule.steps.len(), args.shrink_budget);
+    println!(
+        "shrinking: seed {} ({} steps), budget {} reruns",
+        schedule.seed,
+        schedule.steps.len(),
+        args.shrink_budget
+    );
     let shrunk = match shrink_schedule::<T>(schedule, options, args.shrink_budget) {
         Ok(shrunk) => shrunk,
         Err(error) => {

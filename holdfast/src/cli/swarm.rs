@@ -38,7 +38,8 @@ fn print_line(bar: &ProgressBar, line: String) {
 pub(super) fn swarm_mode<T: Target>(context: &Context<'_>) -> u8 {
     let args = context.args;
     let seeds = args.seeds.clone().expect("swarm mode has seeds");
-    let options = SwarmOptions { seeds, shard: args.shard, stop_on_failure: args.stop_on_failure, run: args.run_options() };
+    let options =
+        SwarmOptions { seeds, shard: args.shard, stop_on_failure: args.stop_on_failure, run: args.run_options() };
     let seeds_total = options.shard_seeds().count() as u64;
     let bar = progress_bar(seeds_total);
     let mut failures = 0u64;
@@ -46,7 +47,10 @@ pub(super) fn swarm_mode<T: Target>(context: &Context<'_>) -> u8 {
     let mut first_failing: Option<ScheduleOf<T>> = None;
     let mut on_failure = |failure: &Failure, bar: &ProgressBar| {
         failures += 1;
-        let line = format!("FAIL seed={} step={} invariant={} ({})", failure.seed, failure.step, failure.invariant, failure.kind);
+        let line = format!(
+            "FAIL seed={} step={} invariant={} ({})",
+            failure.seed, failure.step, failure.invariant, failure.kind
+        );
         print_line(bar, line);
         bar.set_message(format!("{failures} failed"));
     };
@@ -171,7 +175,8 @@ struct SwarmJson {
 }
 
 fn print_swarm_json(summary: &SwarmSummary, missing: &[String], digest: u64) {
-    let json = SwarmJson { summary: summary.clone(), missing_coverage: missing.to_vec(), digest: format!("{digest:016x}") };
+    let json =
+        SwarmJson { summary: summary.clone(), missing_coverage: missing.to_vec(), digest: format!("{digest:016x}") };
     println!("{}", serde_json::to_string(&json).expect("a summary serializes"));
 }
 

@@ -2,8 +2,8 @@
 //! the seed's `"engine"` stream, stored in the schedule, and simplified by the shrinker.
 
 use engine::{Options, SyncMode};
-use holdfast::kit::{Workload, smaller};
 use holdfast::env::DeterministicRng;
+use holdfast::kit::{Workload, smaller};
 use serde::{Deserialize, Serialize};
 
 /// The largest key space a run uses.

@@ -160,7 +160,11 @@ impl EngineTarget {
                     "oracle.scan_shape",
                     FailureKind::Safety,
                     format!("keys strictly ascending within [k{start:06}, k{end:06})"),
-                    format!("key {:?} (after {:?})", String::from_utf8_lossy(key), previous.map(String::from_utf8_lossy)),
+                    format!(
+                        "key {:?} (after {:?})",
+                        String::from_utf8_lossy(key),
+                        previous.map(String::from_utf8_lossy)
+                    ),
                 ));
             };
             previous = Some(key);
@@ -294,7 +298,8 @@ mod tests {
             let Op::Scan { start, end } = op else { panic!("not a scan") };
             assert!(start < end, "empty scan {start}..{end}");
         }
-        let steps = vec![Step::Op(Op::Put { key: 40, value: ValueSpec { id: 1, len: 5 } }), Step::Op(Op::Get { key: 40 })];
+        let steps =
+            vec![Step::Op(Op::Put { key: 40, value: ValueSpec { id: 1, len: 5 } }), Step::Op(Op::Get { key: 40 })];
         for candidate in rewrite(&steps) {
             assert_eq!(candidate.len(), steps.len());
         }
