@@ -174,10 +174,13 @@ pub fn run_schedule<T: Target>(schedule: &ScheduleOf<T>, options: &RunOptions) -
     execute::<T>(empty, Some(&schedule.steps), options)
 }
 
+/// One step of a failure report's history: its index, the step, and what it produced (`None`: it failed).
+type HistoryEntry<T> = (u64, Step<<T as Target>::Op>, Option<Observed<<T as Target>::Observation>>);
+
 struct Recorder<T: Target> {
     seed: u64,
     hasher: StableHasher,
-    history: VecDeque<(u64, Step<T::Op>, Option<Observed<T::Observation>>)>,
+    history: VecDeque<HistoryEntry<T>>,
     history_steps: usize,
     step_digests: Vec<u64>,
     trace: Vec<String>,
