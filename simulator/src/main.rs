@@ -12,6 +12,8 @@ fn main() -> ExitCode {
         .canaries_feature("canaries")
         .target::<engine_target::EngineTarget>()
         .package("engine-target")
-        .bench(bench::bench_mode);
+        .bench(bench::bench_mode)
+        .target::<txn_target::TxnTarget>()
+        .package("txn-target");
     cli.run()
 }
