@@ -1,6 +1,6 @@
 //! Helpers most key-value targets want: values as data ([`ValueSpec`], whose bytes are a pure function of it),
-//! rendered keys whose byte order is numeric order, value signatures, a seeded key-value workload shape, and
-//! "smaller numbers" for shrinking.
+//! rendered keys whose byte order is numeric order, value signatures, a seeded key-value workload shape, the
+//! tuning knobs of an LSM tree as data ([`LsmTuning`]), and "smaller numbers" for shrinking.
 
 use env::DeterministicRng;
 use env::random::{hash_bytes, mix64};
@@ -173,6 +173,22 @@ impl Workload {
         }
         out
     }
+}
+
+/// The tuning knobs of an LSM-tree engine, as a target's configuration stores them (each target draws them its
+/// own way and turns them into its engine's options).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LsmTuning {
+    /// Flush the memtable to a table at this many bytes.
+    pub flush_threshold_bytes: u64,
+    pub block_size_bytes: u64,
+    pub bloom_bits_per_key: u32,
+    /// Each level is this many times larger than the one above.
+    pub level_size_ratio: u64,
+    /// Compact level 0 when it holds this many tables.
+    pub l0_compaction_trigger: u64,
+    /// 0: no block cache.
+    pub block_cache_bytes: u64,
 }
 
 /// Smaller variants of a number, smallest first: `floor`, then half way, then one less. Never `n`.

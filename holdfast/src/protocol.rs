@@ -25,8 +25,6 @@ pub(crate) struct Session<T: Target> {
     pub(crate) world: World,
     world_config: WorldConfig,
     config: T::Config,
-    /// A crash armed by `crash_at_io` for the next step.
-    armed: Option<u64>,
     crashes_classified: u64,
     /// Where the finale is: `liveness` (faults healed, `Target::healthy`) or `final_crash` (the last power cut).
     pub(crate) stage: &'static str,
@@ -41,7 +39,6 @@ impl<T: Target> Session<T> {
             world: World::new(env),
             world_config: world_config.clone(),
             config: config.clone(),
-            armed: None,
             crashes_classified: 0,
             stage: "step",
         };
@@ -116,7 +113,7 @@ impl<T: Target> Session<T> {
 
     /// Apply one step: arm a pending crash, run it, recover if a crash cut it, reopen after tolerated errors.
     pub(crate) fn apply(&mut self, step: &Step<T::Op>) -> Result<Observed<T::Observation>, Violation> {
-        let armed = self.armed.take();
+        let armed = self.world.armed.take();
         if let Some(k) = armed {
             self.env().crash_at_io(k.max(1));
         }
@@ -175,7 +172,7 @@ impl<T: Target> Session<T> {
                 self.recover()
             }
             WorldStep::CrashAtIo { k } => {
-                self.armed = Some(*k);
+                self.world.armed = Some(*k);
                 Ok(Observed::Armed { k: *k })
             }
             WorldStep::CrashDuringRecovery { k } => {
@@ -334,7 +331,7 @@ impl<T: Target> Session<T> {
 
     /// Heal faults and BUGGIFY, reopen cleanly, and ask the target whether it is healthy.
     fn liveness(&mut self) -> Result<(), Violation> {
-        self.armed = None;
+        self.world.armed = None;
         self.env().disarm_crash();
         self.env().set_fault_config(healed_faults(&self.world_config.faults));
         self.env().cancel_pending_faults();

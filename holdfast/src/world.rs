@@ -86,6 +86,8 @@ pub struct World {
     pub(crate) unrecoverable: bool,
     /// Reopen the system at the end of this step (an error surfaced).
     pub(crate) reopen_pending: bool,
+    /// A crash armed by a `crash_at_io` step for the next step.
+    pub(crate) armed: Option<u64>,
     pub(crate) counters: Coverage,
     /// The last error an open returned (for `unavailable` observations).
     pub(crate) last_open_error: String,
@@ -101,6 +103,7 @@ impl World {
             damaged: false,
             unrecoverable: false,
             reopen_pending: false,
+            armed: None,
             counters: Coverage::default(),
             last_open_error: String::new(),
         }
@@ -109,6 +112,12 @@ impl World {
     /// The simulated world: disk, clock, randomness, tasks.
     pub fn env(&self) -> &SimEnv {
         &self.env
+    }
+
+    /// Is a crash armed for the next step (the last step was `crash_at_io`)? A target's generator may steer the
+    /// next operation to where it wants crashes to land.
+    pub fn crash_armed(&self) -> bool {
+        self.armed.is_some()
     }
 
     /// Add one to coverage counter `name`.

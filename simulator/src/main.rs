@@ -12,7 +12,9 @@ fn main() -> ExitCode {
         .canaries_feature("canaries")
         .target::<engine_target::EngineTarget>()
         .package("engine-target")
-        .bench(bench::bench_mode);
+        .bench(bench::bench_mode)
+        .target::<txn_target::TxnTarget>()
+        .package("txn-target");
     #[cfg(feature = "redb")]
     let cli = cli.target::<redb_target::RedbTarget>().feature("redb").package("redb-target");
     #[cfg(not(feature = "redb"))]

@@ -6,6 +6,9 @@ use holdfast::env::DeterministicRng;
 use holdfast::kit::{Workload, smaller};
 use serde::{Deserialize, Serialize};
 
+/// The engine's tuning knobs (the framework kit's LSM tuning).
+pub use holdfast::kit::LsmTuning as TuningConfig;
+
 /// The largest key space a run uses.
 pub const KEY_COUNT_MAX: u32 = 2000;
 
@@ -25,17 +28,6 @@ impl OpWeights {
     pub fn as_array(&self) -> [u64; 6] {
         [self.put, self.delete, self.get, self.scan, self.flush, self.compact]
     }
-}
-
-/// The engine's tuning knobs.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TuningConfig {
-    pub flush_threshold_bytes: u64,
-    pub block_size_bytes: u64,
-    pub bloom_bits_per_key: u32,
-    pub level_size_ratio: u64,
-    pub l0_compaction_trigger: u64,
-    pub block_cache_bytes: u64,
 }
 
 /// Everything the engine target draws per seed.

@@ -1,0 +1,566 @@
+//! Concurrent transactions as a holdfast target: several clients run serializable transactions against
+//! `engine::Db` on `SimEnv`, interleaved by the seed, with group commit, flushes, compactions, crashes and faults
+//! in between; every step is checked against a version-history model and the committed history against a
+//! serializability checker ([`dsg`]).
+//!
+//! # Operations
+//!
+//! Client operations ([`Op::Begin`], `Get`, `Put`, `Delete`, `Scan`, `Commit` = submit, `Ack` = wait for the
+//! commit to be acknowledged, `Rollback`) name their client; each client has at most one transaction open or in
+//! flight, so many commits can be submitted and waiting for the shared sync at once. `Flush` and `Compact` call
+//! the database. An operation whose precondition is gone is skipped. Crashes, armed crashes, faults, reopens and
+//! background-task steps (the engine's `group-commit`, `flush` and `compaction` tasks) are the framework's world
+//! steps.
+//!
+//! # Model
+//!
+//! [`History`]: per key, the versions of every commit that became *visible* (`db.last_sequence()` reached its
+//! ticket's sequence), keyed by the sequences the engine assigned (the batch is in key order, so the write at
+//! index `i` has sequence `first + i`). Commits becoming visible are noticed in [`holdfast::Target::check`],
+//! after every step, and at recovery (what the dropped database had made visible). A transaction's snapshot is
+//! what `t.snapshot()` reports (a read-only transaction may read at a snapshot older than the latest visible
+//! one: its safe snapshot).
+//!
+//! # Invariants
+//!
+//! * **Snapshot reads** (`snapshot_read.get`, `snapshot_read.scan`, `snapshot_read.scan_shape`): every read
+//!   returns the history at the transaction's snapshot, overlaid with its own writes; `snapshot_visible`: no
+//!   snapshot is above the last visible commit.
+//! * **Serializability** (`serializable`): each commit, when it becomes visible (and each read-only or write-less
+//!   transaction, when it ends), goes into the DSG with the versions it read; a cycle is a failure whose `actual`
+//!   is the cycle (`T3 -rw(k000002)-> T5 -rw(k000007)-> T3`) and whose evidence is the [`Cycle`] itself, which
+//!   `--dot` draws.
+//! * **Atomic snapshots** (`snapshot_atomic`): no transaction's snapshot falls inside a multi-write commit's
+//!   sequences (it would see part of that commit).
+//! * **Read-only transactions never abort** (`read_only_never_aborts`).
+//! * **Acknowledged means visible** (`ack_visible`), **sequences increase** (`sequence_monotonic`,
+//!   `sequence_recovered`, `commit.ticket`), nothing becomes visible that was not submitted
+//!   (`visibility.unknown_sequence`).
+//! * **Atomicity across crashes** (`atomicity.partial_commit`, `atomicity.prefix`, `durability.*`): after a
+//!   crash or reopen every visible commit is wholly present, every aborted transaction wholly absent, and each
+//!   in-flight commit (submitted, not visible) wholly present or wholly absent — the present ones a prefix in
+//!   sequence order; resolved by reading their keys.
+//! * **Aborts are explained** (`abort_explained`): every conflict's cause names a key
+//!   (`engine::Error::Conflict { cause }`).
+//! * **Structural** (`structural`): `db.check_invariants()` after every step that can change structure.
+//! * **Liveness** (`liveness.*`): healed, the database reopens, drains, flushes, compacts, and every key
+//!   verifies; then a final power cut loses nothing acknowledged.
+//!
+//! # Faults
+//!
+//! The framework's rule table (`holdfast::world`, ADR-0010). Data-destroying faults (latent sectors, misdirected
+//! writes, bit flips) are off for this target (`FaultMenu::without_data_loss`): they would void the history
+//! checks, and the engine target covers them.
+//!
+//! # Coverage counters
+//!
+//! `txn.begins`, `txn.read_only_begins`, `txn.commits` (read-write commits made visible or found present),
+//! `txn.read_only_commits`, `txn.empty_commits`, `txn.submits`, `txn.acks`, `txn.submit_outcome_unknown`,
+//! `txn.aborts`, `txn.aborts.<cause>` (`ww`, `rw`, `dangerous`, `read_only_guard`), `txn.false_aborts` (had the
+//! transaction committed, after every pending commit, it would not have closed a DSG cycle) and
+//! `txn.false_aborts.<cause>`, `txn.rollbacks`, `txn.dropped` (open when a crash or reopen came), `txn.gets`,
+//! `txn.scans`, `txn.group_commit_batches` (more than one commit made visible at once), `txn.in_flight_present`,
+//! `txn.in_flight_absent`, `txn.old_snapshot_across_compaction`, `crash.between_commit_append_and_sync`,
+//! `crash.mid_append`, `crash.between_append_and_sync`, `crash.mid_flush`, `crash.mid_compaction`,
+//! `crash.mid_manifest`, `flushes`, `compactions`, `dsg.transactions`; and the framework's (`crashes`,
+//! `recoveries`, `reopens`, `fault.<kind>`, `errors_tolerated`, ...).
+
+pub mod config;
+pub mod dsg;
+mod exec;
+mod model;
+mod ops;
+mod recovery;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use engine::{CommitTicket, Db, ReadTransaction, Transaction};
+use holdfast::env::{DeterministicRng, Op as Io, SimEnv};
+use holdfast::protocol::{cut_io, file_name, in_dir};
+use holdfast::runner::Failure;
+use holdfast::{
+    Coverage, FailureKind, FaultMenu, FaultProfile, FaultSite, Observed, Rendering, Step, SystemError, Target,
+    Violation, World, WorldConfig, WorldStep,
+};
+
+pub use self::config::{OpWeights, StepWeights, TxnConfig, engine_options};
+pub use self::dsg::{Cycle, DependencyGraph, Edge, EdgeKind, INITIAL, TxnId};
+pub use self::model::{History, ScanRead, Submission, TxnRecord, Version};
+pub use self::ops::{ClientId, Observation, Op};
+
+/// The database directory inside the simulated world.
+pub const DB_DIR: &str = "/db";
+/// The invariant name of a serializability failure.
+pub const SERIALIZABLE: &str = "serializable";
+/// The name under which the engine spawns its group-commit task (a `run_task` world step names it).
+pub const GROUP_COMMIT_TASK: &str = "group-commit";
+
+/// Where an armed crash cut a file IO: (file name prefix, the IO, or any IO when `None`, coverage counter).
+const FILE_CRASH_PLACES: [(&str, Option<Io>, &str); 3] = [
+    ("wal-", Some(Io::Write), "crash.mid_append"),
+    ("wal-", Some(Io::Sync), "crash.between_append_and_sync"),
+    ("MANIFEST", None, "crash.mid_manifest"),
+];
+
+/// An open transaction's engine handle.
+#[derive(Debug)]
+enum Handle {
+    ReadWrite(Transaction<SimEnv>),
+    ReadOnly(ReadTransaction<SimEnv>),
+}
+
+/// An open transaction: its handle and what it did so far.
+#[derive(Debug)]
+struct OpenTxn {
+    handle: Handle,
+    record: TxnRecord,
+    ops: u32,
+}
+
+/// What a client is doing.
+#[derive(Debug)]
+enum Client {
+    Open(OpenTxn),
+    /// Submitted; waiting for the acknowledgement.
+    Submitted {
+        txn: TxnId,
+        ticket: CommitTicket,
+    },
+}
+
+/// The transaction target's state: the database (when open), the clients, the history model and the DSG.
+#[derive(Debug)]
+pub struct TxnTarget {
+    db: Option<Db<SimEnv>>,
+    config: TxnConfig,
+    clients: BTreeMap<ClientId, Client>,
+    /// The operation count each client's current transaction is meant to reach (generation only).
+    op_targets: BTreeMap<ClientId, u32>,
+    history: History,
+    graph: DependencyGraph,
+    /// Submitted read-write commits not yet visible, in sequence order.
+    pending: Vec<Submission>,
+    /// Summaries of the transactions in the DSG (for cycle reports).
+    finished: BTreeMap<TxnId, String>,
+    next_txn: TxnId,
+    next_value_id: u64,
+    /// The sequence the engine will give the next commit's first write (for commits whose submit failed).
+    next_sequence: u64,
+    /// Read-only transactions a crash or reopen ended: they join the DSG at the next recovery.
+    dropped: Vec<TxnRecord>,
+    /// The last sequence a dropped database had made visible: absorbed at the next recovery.
+    dropped_visible: Option<u64>,
+    /// The open database is recovered and verified (or fresh): what it makes visible is committed.
+    in_service: bool,
+    opens: u64,
+    counters: Coverage,
+}
+
+/// An engine error as the framework's fault rules see it.
+pub fn system_error(error: &engine::Error) -> SystemError {
+    if error.is_corruption() {
+        return SystemError::corruption("corruption", error);
+    }
+    let class = match error {
+        engine::Error::Env(inner) => format!("env_{}", inner.op()),
+        engine::Error::Closed { .. } => "closed".into(),
+        engine::Error::Conflict { .. } => "conflict".into(),
+        engine::Error::Locked { .. } => "locked".into(),
+        _ => "other".into(),
+    };
+    SystemError::new(class, error)
+}
+
+impl TxnTarget {
+    /// The per-seed workload shape of this run.
+    pub fn config(&self) -> &TxnConfig {
+        &self.config
+    }
+
+    /// The version history of visible commits.
+    pub fn history(&self) -> &History {
+        &self.history
+    }
+
+    fn count(&mut self, name: &str) {
+        self.counters.add(name, 1);
+    }
+
+    /// The open database (the framework opens it before an operation; recovery runs after an open).
+    fn live_db(&self) -> Db<SimEnv> {
+        self.db.clone().expect("the framework opens the system first")
+    }
+
+    /// End every client's transaction (a crash or reopen came): read-write ones are rolled back by dropping
+    /// them; read-only ones end normally and join the DSG at the next recovery; submitted commits stay in
+    /// flight.
+    fn drop_clients(&mut self) {
+        for (_, client) in std::mem::take(&mut self.clients) {
+            if let Client::Open(OpenTxn { handle, record, .. }) = client {
+                self.counters.add("txn.dropped", 1);
+                drop(handle);
+                if record.read_only {
+                    self.dropped.push(record);
+                }
+            }
+        }
+    }
+
+    /// A compaction is about to run (or ran) while a transaction reads at a snapshot older than the latest.
+    fn count_old_snapshots(&mut self) {
+        let visible = self.history.visible();
+        let old = self.clients.values().any(|client| matches!(client, Client::Open(o) if o.record.snapshot < visible));
+        if old {
+            self.count("txn.old_snapshot_across_compaction");
+        }
+    }
+}
+
+impl Target for TxnTarget {
+    const NAME: &'static str = "txn";
+    const ABOUT: &'static str = "holdfast's engine under concurrent serializable transactions: interleaved \
+                                 clients, group commit, crashes and faults, checked against a version history \
+                                 and a serializability (DSG) checker";
+    const SEEDS_SUBDIR: &'static str = "txn";
+    type Config = TxnConfig;
+    type Op = Op;
+    type Observation = Observation;
+
+    /// Only `assumed`, without the faults that destroy data (they would void the history checks).
+    fn fault_menu(profile: FaultProfile) -> Option<FaultMenu> {
+        (profile == FaultProfile::Assumed).then(|| FaultMenu::standard().without_data_loss().with_buggify())
+    }
+
+    fn new(_env: &SimEnv, config: &TxnConfig) -> Self {
+        Self {
+            db: None,
+            config: config.clone(),
+            clients: BTreeMap::new(),
+            op_targets: BTreeMap::new(),
+            history: History::default(),
+            graph: DependencyGraph::new(),
+            pending: Vec::new(),
+            finished: BTreeMap::new(),
+            next_txn: 1,
+            next_value_id: 1,
+            next_sequence: 1,
+            dropped: Vec::new(),
+            dropped_visible: None,
+            in_service: false,
+            opens: 0,
+            counters: Coverage::default(),
+        }
+    }
+
+    fn open(&mut self, env: &SimEnv) -> Result<(), SystemError> {
+        let db =
+            Db::open(env.clone(), DB_DIR, engine_options(&self.config.tuning)).map_err(|error| system_error(&error))?;
+        self.next_sequence = db.last_sequence() + 1;
+        // The first open is of an empty directory; every later one is in service once `recovered` verified it.
+        self.in_service = self.opens == 0;
+        self.opens += 1;
+        self.db = Some(db);
+        Ok(())
+    }
+
+    fn close(&mut self) -> Result<(), SystemError> {
+        self.drop_clients();
+        self.db.as_ref().map_or(Ok(()), |db| db.close().map_err(|error| system_error(&error)))
+    }
+
+    fn drop_system(&mut self) {
+        self.drop_clients();
+        if let Some(db) = self.db.take() {
+            if self.in_service {
+                // What it made visible before the crash or close: no IO, only the in-memory horizon.
+                self.dropped_visible = Some(self.dropped_visible.unwrap_or(0).max(db.last_sequence()));
+            }
+            self.counters.merge(&work_done(&db));
+        }
+        self.in_service = false;
+    }
+
+    fn is_open(&self) -> bool {
+        self.db.is_some()
+    }
+
+    fn configure(seed: u64, _world: &WorldConfig) -> TxnConfig {
+        TxnConfig::from_seed(seed)
+    }
+
+    fn validate_config(config: &TxnConfig) -> Result<(), String> {
+        config.validate()
+    }
+
+    fn recovered(&mut self, world: &mut World) -> Result<Observation, Violation> {
+        self.recover(world)
+    }
+
+    fn generate(&mut self, world: &World, rng: &mut DeterministicRng, config: &TxnConfig) -> Op {
+        self.generate_op(rng, config, world.crash_armed())
+    }
+
+    fn apply(&mut self, world: &mut World, op: &Op) -> Result<Observed<Observation>, Violation> {
+        self.apply_op(world, op)
+    }
+
+    fn check(&mut self, world: &mut World, last: Option<&Observed<Observation>>) -> Result<(), Violation> {
+        if let Some(Observed::Task { name, .. }) = last
+            && name == "compaction"
+        {
+            self.count_old_snapshots();
+        }
+        self.absorb_visible(world)?;
+        // Begins, reads, buffered writes and rollbacks cannot change the files or the version.
+        let reads_only = matches!(
+            last,
+            Some(Observed::Op(
+                Observation::Began { .. }
+                    | Observation::Value { .. }
+                    | Observation::Scan { .. }
+                    | Observation::Buffered
+                    | Observation::RolledBack { .. }
+            ))
+        );
+        let Some(db) = self.db.as_ref().filter(|_| !reads_only) else { return Ok(()) };
+        db.check_invariants().map_err(|message| {
+            Violation::new("structural", FailureKind::Structural, "db.check_invariants() == Ok", message)
+        })
+    }
+
+    fn healthy(&mut self, world: &mut World) -> Result<(), Violation> {
+        let Some(db) = self.db.clone() else {
+            return world.give_up("liveness.verify", "the database verifies once healed", "it could not be read");
+        };
+        world.drain("liveness.drain")?;
+        self.absorb_visible(world)?;
+        if let Err(error) = db.flush().and_then(|()| db.compact()) {
+            return world.give_up("liveness.flush_compact", "flush and compact succeed once healed", error.to_string());
+        }
+        world.drain("liveness.drain_after_compact")?;
+        self.absorb_visible(world)?;
+        if !self.verify_all(world, "liveness")? {
+            return world.give_up("liveness.verify", "reads succeed once healed", "a read failed");
+        }
+        Ok(())
+    }
+
+    /// Every database file but the lock file; failed syncs and writes only (no bit flips: no data loss).
+    fn fault_sites(&self, env: &SimEnv) -> Vec<FaultSite> {
+        let mut sites: Vec<FaultSite> = Vec::new();
+        for file in env.files() {
+            if in_dir(&file.path, DB_DIR) && !file.path.ends_with("LOCK") {
+                sites.push(FaultSite { path: file.path, len_bytes: file.current_len, flippable: false });
+            }
+        }
+        sites
+    }
+
+    fn crash_places(&self, step: Option<&Step<Op>>, io: Io, path: &Path) -> Vec<&'static str> {
+        let name = file_name(path);
+        let mut places: Vec<&'static str> = FILE_CRASH_PLACES
+            .iter()
+            .filter(|&&(prefix, wanted, _)| match wanted {
+                Some(wanted) => cut_io(io, path, prefix, wanted),
+                None => name.starts_with(prefix),
+            })
+            .map(|&(_, _, place)| place)
+            .collect();
+        if places.contains(&"crash.between_append_and_sync") && !self.pending.is_empty() {
+            places.push("crash.between_commit_append_and_sync");
+        }
+        let task = match step {
+            Some(Step::World(WorldStep::RunTask { name })) => name.as_str(),
+            _ => "",
+        };
+        match step.and_then(Step::op) {
+            Some(Op::Flush) => places.push("crash.mid_flush"),
+            Some(Op::Compact) => places.push("crash.mid_compaction"),
+            _ if task == "flush" => places.push("crash.mid_flush"),
+            _ if task == "compaction" => places.push("crash.mid_compaction"),
+            _ if step.is_some() && name.starts_with("table-") => places.push("crash.mid_flush"),
+            _ => {}
+        }
+        places
+    }
+
+    fn coverage(&self, coverage: &mut Coverage) {
+        coverage.merge(&self.counters);
+        coverage.merge(&self.db.as_ref().map(work_done).unwrap_or_default());
+    }
+
+    fn required_coverage(world: &WorldConfig, _config: &TxnConfig) -> Vec<String> {
+        let mut names: Vec<String> = [
+            "txn.commits",
+            "txn.aborts",
+            "txn.read_only_commits",
+            "txn.group_commit_batches",
+            "flushes",
+            "compactions",
+        ]
+        .map(String::from)
+        .to_vec();
+        if world.weights.crash_at_io > 0 {
+            names.extend(["crash.between_commit_append_and_sync", "txn.in_flight_absent"].map(String::from));
+        }
+        names
+    }
+
+    /// The engine's transaction-layer canaries (with the `canaries` feature).
+    fn canaries() -> Vec<&'static str> {
+        canary::TRANSACTION.to_vec()
+    }
+
+    fn set_canary(name: Option<&str>) -> Result<(), String> {
+        match name {
+            Some(name) if !canary::TRANSACTION.contains(&name) => Err(format!(
+                "target txn has no canary {name:?} in this build (known: {})",
+                canary::TRANSACTION.join(", ")
+            )),
+            name => canary::turn_on(name),
+        }
+    }
+
+    fn simplify_op(op: &Op) -> Vec<Op> {
+        ops::simplify_op(op)
+    }
+
+    fn simplify_config(config: &TxnConfig) -> Vec<TxnConfig> {
+        config.simpler()
+    }
+
+    fn render_failure(failure: &Failure) -> Option<Rendering> {
+        failure_dot(failure).map(|text| Rendering { what: "the dependency cycle".into(), text })
+    }
+
+    fn rewrite(steps: &[Step<Op>]) -> Vec<Vec<Step<Op>>> {
+        ops::rewrite(steps)
+    }
+
+    fn dependents(steps: &[Step<Op>], index: usize) -> Vec<usize> {
+        ops::dependents(steps, index)
+    }
+}
+
+/// The engine's canaries this target finds (ADR-0020), compiled in by the `canaries` feature.
+mod canary {
+    /// The transaction-layer canaries of this build.
+    #[cfg(feature = "canaries")]
+    pub(crate) const TRANSACTION: &[&str] = engine::canary::TRANSACTION_CANARIES;
+    /// No canaries without the feature.
+    #[cfg(not(feature = "canaries"))]
+    pub(crate) const TRANSACTION: &[&str] = &[];
+
+    /// Turn one canary on (or all off) for this thread.
+    pub(crate) fn turn_on(name: Option<&str>) -> Result<(), String> {
+        #[cfg(feature = "canaries")]
+        return engine::canary::set_active(name);
+        #[cfg(not(feature = "canaries"))]
+        name.map_or(Ok(()), |name| Err(format!("canary {name:?} needs the canaries feature")))
+    }
+}
+
+/// The background work an open database did, as coverage counters (`flushes`, `compactions`).
+fn work_done(db: &Db<SimEnv>) -> Coverage {
+    let stats = db.stats();
+    let counters = [("flushes", stats.flush_count), ("compactions", stats.compaction_count)];
+    Coverage { counters: counters.into_iter().map(|(name, count)| (name.to_string(), count)).collect() }
+}
+
+/// The Graphviz DOT of a serializability failure's cycle, read from its evidence (never from its text); `None`
+/// for any other failure.
+pub fn failure_dot(failure: &Failure) -> Option<String> {
+    if failure.invariant != SERIALIZABLE {
+        return None;
+    }
+    let cycle: Cycle = serde_json::from_value(failure.evidence.clone()?).ok()?;
+    Some(cycle.to_dot())
+}
+
+/// Abort and false-abort rates from a run's (or a swarm's) coverage: `(aborts / (aborts + commits),
+/// false_aborts / aborts)`, in parts per million.
+pub fn abort_rates_ppm(coverage: &Coverage) -> (u64, u64) {
+    let aborts = coverage.get("txn.aborts");
+    let commits = coverage.get("txn.commits");
+    let ppm = |part: u64, whole: u64| part.saturating_mul(1_000_000).checked_div(whole).unwrap_or(0);
+    (ppm(aborts, aborts + commits), ppm(coverage.get("txn.false_aborts"), aborts))
+}
+
+/// One line for reports: `commits 310, aborts 52 (14.4%), false aborts 11 (21.2% of aborts)`.
+pub fn abort_summary(coverage: &Coverage) -> String {
+    let (abort_ppm, false_ppm) = abort_rates_ppm(coverage);
+    format!(
+        "commits {}, aborts {} ({}.{}%), false aborts {} ({}.{}% of aborts)",
+        coverage.get("txn.commits"),
+        coverage.get("txn.aborts"),
+        abort_ppm / 10_000,
+        abort_ppm / 1_000 % 10,
+        coverage.get("txn.false_aborts"),
+        false_ppm / 10_000,
+        false_ppm / 1_000 % 10
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write_skew_cycle() -> Cycle {
+        Cycle {
+            edges: vec![
+                Edge { from: 2, to: 1, kind: EdgeKind::Rw, key: b"k000001".to_vec() },
+                Edge { from: 1, to: 2, kind: EdgeKind::Rw, key: b"k000002".to_vec() },
+            ],
+        }
+    }
+
+    /// A failure as a report file stores it.
+    fn failure(invariant: &str, violation: &Violation) -> Failure {
+        let json = serde_json::json!({
+            "seed": 0, "step": 9, "phase": "step", "invariant": invariant, "kind": violation.kind,
+            "expected": violation.expected, "actual": violation.actual, "evidence": violation.evidence,
+            "last_steps": [],
+        });
+        serde_json::from_value(json).expect("a failure")
+    }
+
+    #[test]
+    fn the_cycle_travels_as_evidence_and_renders_as_dot() {
+        let cycle = write_skew_cycle();
+        let violation =
+            Violation::new(SERIALIZABLE, FailureKind::Safety, "acyclic", cycle.render()).with_evidence(&cycle);
+        assert_eq!(violation.actual, "T2 -rw(k000001)-> T1 -rw(k000002)-> T2");
+        let found = failure(SERIALIZABLE, &violation);
+        let rendering = TxnTarget::render_failure(&found).expect("a cycle renders");
+        assert_eq!(rendering.text, cycle.to_dot());
+        assert!(rendering.text.contains("T2 -> T1 [label=\"rw(k000001)\", style=dashed];"), "{}", rendering.text);
+        // Text alone is never parsed: without evidence there is no drawing, and other invariants have none.
+        let mut textual = found.clone();
+        textual.evidence = None;
+        assert_eq!(TxnTarget::render_failure(&textual), None);
+        assert_eq!(TxnTarget::render_failure(&failure("snapshot_read.get", &violation)), None);
+    }
+
+    #[test]
+    fn rates_are_ppm() {
+        let mut coverage = Coverage::default();
+        coverage.add("txn.commits", 75);
+        coverage.add("txn.aborts", 25);
+        coverage.add("txn.false_aborts", 5);
+        assert_eq!(abort_rates_ppm(&coverage), (250_000, 200_000));
+        assert_eq!(abort_summary(&coverage), "commits 75, aborts 25 (25.0%), false aborts 5 (20.0% of aborts)");
+    }
+
+    #[test]
+    fn the_fault_menu_destroys_no_data_and_errors_are_classified() {
+        let menu = TxnTarget::fault_menu(FaultProfile::Assumed).expect("assumed");
+        assert!(menu.kinds.iter().all(|(kind, _)| !kind.destroys_data()));
+        assert_eq!(menu.explicit, holdfast::ExplicitFaults::Errors);
+        assert!(TxnTarget::fault_menu(FaultProfile::Beyond).is_none());
+        let conflict = engine::Error::Conflict { cause: engine::ConflictCause::WriteWrite { key: b"k".to_vec() } };
+        assert_eq!(system_error(&conflict).class, "conflict");
+        let corrupt = engine::Error::Corruption { file: "/db/x".into(), offset: 3, reason: "crc".into() };
+        assert!(system_error(&corrupt).corruption);
+    }
+}

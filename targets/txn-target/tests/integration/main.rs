@@ -1,0 +1,3 @@
+//! Transaction target integration tests.
+
+mod txn;
