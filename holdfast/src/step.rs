@@ -111,6 +111,18 @@ pub fn check_op_names<Op: Serialize>(ops: &[Op]) -> Result<(), String> {
     Ok(())
 }
 
+/// A target's unit test in one call: `ops` (one of each kind) serialize, parse back equal, and use no reserved
+/// world step name. Returns their JSON for the test's own shape assertions.
+pub fn check_ops<Op: Serialize + DeserializeOwned + PartialEq + std::fmt::Debug>(ops: &[Op]) -> Result<String, String> {
+    let json = serde_json::to_string(ops).map_err(|error| format!("ops do not serialize: {error}"))?;
+    let back: Vec<Op> = serde_json::from_str(&json).map_err(|error| format!("{json} does not parse back: {error}"))?;
+    if back != ops {
+        return Err(format!("ops changed through JSON: {ops:?} became {back:?}"));
+    }
+    check_op_names(ops)?;
+    Ok(json)
+}
+
 /// What a step produced: the target's own observation, or one the framework made.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "result")]
@@ -188,6 +200,7 @@ mod tests {
         let error = serde_json::from_str::<Step<Toy>>(r#"{"op":"crash_at_io"}"#).expect_err("missing k");
         assert!(error.to_string().contains("missing field `k`"), "{error}");
         assert_eq!(check_op_names(&[Toy::Put { key: 1 }, Toy::Flush]), Ok(()));
+        assert_eq!(check_ops(&[Toy::Flush]), Ok(r#"[{"op":"flush"}]"#.to_string()));
         #[derive(Serialize)]
         #[serde(tag = "op", rename_all = "snake_case")]
         enum Clash {

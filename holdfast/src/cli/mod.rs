@@ -89,12 +89,12 @@ pub struct Args {
 
     /// Swarm: print the summary as one JSON object on stdout (seeds run, failures, coverage totals, required
     /// and missing coverage, digest), for merging shards.
-    #[arg(long)]
+    #[arg(long, global = true)]
     pub json: bool,
 
     /// Swarm: exit 1 if any coverage counter the swarm's configurations require is zero (every enabled fault
     /// kind, every crash place, BUGGIFY sites fired, the target's own), printing which.
-    #[arg(long)]
+    #[arg(long, global = true)]
     pub require_coverage: bool,
 
     /// Replay a schedule JSON file (as written by --save-schedule) or a seed file (as written by --save;

@@ -165,3 +165,47 @@ fn redb_target_needs_its_feature_and_isolated_swarms_agree() {
     assert_eq!(a["seeds_passed"], b["seeds_passed"]);
     assert_eq!(a["coverage"], b["coverage"], "coverage differs between in-process and isolated runs");
 }
+
+/// `--jobs N` changes nothing but the wall time: the JSON summary (failures, coverage, digest) is the same.
+#[test]
+fn jobs_do_not_change_the_summary() {
+    let one = simulator(&["--seeds", "0..6", "--steps", "150", "--json", "--jobs", "1"]);
+    let two = simulator(&["--seeds", "0..6", "--steps", "150", "--json", "--jobs", "2"]);
+    let three = simulator(&["--target", "txn", "--seeds", "0..6", "--steps", "150", "--json", "--jobs", "3"]);
+    let one_txn = simulator(&["--target", "txn", "--seeds", "0..6", "--steps", "150", "--json", "--jobs", "1"]);
+    assert_eq!(one.status.code(), Some(0), "{}", stdout(&one));
+    assert_eq!(stdout(&one), stdout(&two), "--jobs 2 changed the engine swarm's summary");
+    assert_eq!(stdout(&one_txn), stdout(&three), "--jobs 3 changed the txn swarm's summary");
+    let bad = simulator(&["--seeds", "0..2", "--jobs", "0"]);
+    assert_eq!(bad.status.code(), Some(2));
+}
+
+/// `merge` folds shard summaries into the unsharded one: the same seeds, coverage and digest.
+#[test]
+fn merged_shards_equal_the_unsharded_swarm() {
+    let whole = simulator(&["--seeds", "0..7", "--steps", "120", "--json"]);
+    let mut files = Vec::new();
+    for shard in ["0/2", "1/2"] {
+        let output = simulator(&["--seeds", "0..7", "--steps", "120", "--json", "--shard", shard]);
+        assert_eq!(output.status.code(), Some(0), "{}", stdout(&output));
+        let path = scratch(&format!("shard-{}.json", shard.replace('/', "-")));
+        write(&path, &stdout(&output));
+        files.push(path);
+    }
+    let paths: Vec<&str> = files.iter().map(|path| path.to_str().expect("utf-8")).collect();
+    let merged = simulator(&[&["merge", "--json"][..], &paths].concat());
+    assert_eq!(merged.status.code(), Some(0), "{}", stdout(&merged));
+    let value = |output: &Output| -> serde_json::Value { serde_json::from_str(stdout(output).trim()).expect("JSON") };
+    assert_eq!(value(&merged), value(&whole), "merged shards differ from the unsharded swarm");
+    let text = simulator(&[&["merge"][..], &paths].concat());
+    let digest_line = stdout(&text).lines().last().unwrap_or_default().to_string();
+    assert_eq!(digest_line, format!("digest: {}", value(&whole)["digest"].as_str().expect("a digest")));
+    let missing = simulator(&["merge", "/nonexistent/shard.json"]);
+    assert_eq!(missing.status.code(), Some(2), "{}", stdout(&missing));
+}
+
+fn write(path: &std::path::Path, text: &str) {
+    use holdfast::env::{Env, File, OpenOptions, RealEnv};
+    let file = RealEnv::new().open(path, OpenOptions::create_truncate()).expect("scratch file");
+    file.write_all_at(0, text.as_bytes()).expect("written");
+}

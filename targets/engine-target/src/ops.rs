@@ -282,10 +282,8 @@ mod tests {
             Op::Flush,
             Op::Compact,
         ];
-        let json = serde_json::to_string(&ops).expect("serializes");
+        let json = holdfast::step::check_ops(&ops).expect("ops round trip");
         assert!(json.contains(r#"{"op":"put","key":3,"value":{"id":9,"len":4}}"#), "{json}");
-        assert_eq!(serde_json::from_str::<Vec<Op>>(&json).expect("parses"), ops);
-        assert_eq!(holdfast::step::check_op_names(&ops), Ok(()));
     }
 
     #[test]

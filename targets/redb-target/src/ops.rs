@@ -349,27 +349,16 @@ pub(crate) fn simplify_op(op: &Op) -> Vec<Op> {
 mod tests {
     use super::*;
 
-    fn one_of_each() -> Vec<Op> {
-        let value = ValueSpec { id: 9, len: 4 };
-        vec![
-            Op::Write { ops: vec![WriteOp::Insert { key: 3, value }, WriteOp::Remove { key: 1 }], commit: true },
-            Op::Read { keys: vec![1, 2] },
-            Op::Range { start: 1, end: 9 },
-            Op::Snapshot,
-            Op::SnapshotRead,
-            Op::Compact,
-            Op::CheckIntegrity,
-        ]
-    }
-
     #[test]
     fn ops_round_trip_and_use_no_world_step_name() {
-        let ops = one_of_each();
-        let json = serde_json::to_string(&ops).expect("serializes");
+        let value = ValueSpec { id: 9, len: 4 };
+        let write =
+            Op::Write { ops: vec![WriteOp::Insert { key: 3, value }, WriteOp::Remove { key: 1 }], commit: true };
+        let reads = [Op::Read { keys: vec![1, 2] }, Op::Range { start: 1, end: 9 }, Op::Snapshot, Op::SnapshotRead];
+        let ops: Vec<Op> = [write].into_iter().chain(reads).chain([Op::Compact, Op::CheckIntegrity]).collect();
+        let json = holdfast::step::check_ops(&ops).expect("ops round trip");
         assert!(json.contains(r#"{"kind":"insert","key":3,"value":{"id":9,"len":4}}"#), "{json}");
         assert!(json.contains(r#"{"op":"check_integrity"}"#), "{json}");
-        assert_eq!(serde_json::from_str::<Vec<Op>>(&json).expect("parses"), ops);
-        assert_eq!(holdfast::step::check_op_names(&ops), Ok(()));
     }
 
     #[test]
