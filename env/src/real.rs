@@ -131,6 +131,15 @@ pub struct RealLock {
 pub const PARALLEL_JOBS_MAX: usize = 256;
 
 impl RealEnv {
+    /// CPU time the calling thread has used, from `/proc/thread-self/schedstat` (nanoseconds on a CPU); `None`
+    /// where the OS does not say (not Linux, or schedstats off). Unlike wall time, a busy machine does not
+    /// inflate it.
+    pub fn thread_cpu_time() -> Option<Duration> {
+        let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+        let nanos: u64 = text.split_whitespace().next()?.parse().ok()?;
+        Some(Duration::from_nanos(nanos))
+    }
+
     /// The number of cores this process may use (at least 1).
     pub fn cores() -> usize {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)

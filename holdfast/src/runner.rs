@@ -115,6 +115,8 @@ pub struct Outcome<C, O> {
     pub step_digests: Vec<u64>,
     /// One JSON line per step (when asked for).
     pub trace: Vec<String>,
+    /// CPU time of the thread that ran the seed, when a swarm measured it (`RealEnv::thread_cpu_time`).
+    pub cpu_nanos: Option<u64>,
     /// The steps that ran (generated or replayed), replayable.
     pub schedule: Schedule<C, O>,
 }
@@ -418,6 +420,7 @@ fn outcome<T: Target>(run: Run<T>, schedule: ScheduleOf<T>, coverage: Coverage) 
         work_steps: run.recorder.work_steps,
         step_digests: run.recorder.step_digests,
         trace: run.recorder.trace,
+        cpu_nanos: None,
         schedule,
     }
 }

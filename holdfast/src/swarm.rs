@@ -152,7 +152,14 @@ pub fn run_swarm<T: Target>(options: &SwarmOptions, mut on_outcome: impl FnMut(&
         if batch.is_empty() {
             return summary;
         }
-        let outcomes = RealEnv::map_parallel(jobs, batch, |seed| run_target::<T>(seed, &options.run));
+        let outcomes = RealEnv::map_parallel(jobs, batch, |seed| {
+            let started = RealEnv::thread_cpu_time();
+            let mut outcome = run_target::<T>(seed, &options.run);
+            outcome.cpu_nanos = started
+                .zip(RealEnv::thread_cpu_time())
+                .map(|(start, end)| u64::try_from(end.saturating_sub(start).as_nanos()).unwrap_or(u64::MAX));
+            outcome
+        });
         for outcome in outcomes {
             summary.add(&outcome, required_coverage::<T>(&outcome.schedule.world, &outcome.schedule.config));
             on_outcome(&outcome);

@@ -196,9 +196,9 @@ pub trait Target: Sized {
     const NAMESPACE_CRASHES: bool = true;
 
     /// The target's own configuration: derived from the seed once, stored in every schedule, shrinkable.
-    type Config: Clone + Debug + PartialEq + Send + Sync + Serialize + DeserializeOwned;
+    type Config: Clone + Debug + PartialEq + Send + Sync + Serialize + DeserializeOwned + 'static;
     /// One of the target's own operations. Must carry all its data: replay never consults the generating RNG.
-    type Op: Clone + Debug + PartialEq + Send + Serialize + DeserializeOwned;
+    type Op: Clone + Debug + PartialEq + Send + Serialize + DeserializeOwned + 'static;
     /// What applying an operation (or verifying after a recovery) produced.
     type Observation: Clone + Debug + Serialize;
 

@@ -12,7 +12,7 @@ fn main() -> ExitCode {
         .canaries_feature("canaries")
         .target::<engine_target::EngineTarget>()
         .package("engine-target")
-        .bench(bench::bench_mode)
+        .real_io::<engine_target::EngineTarget>(bench::replay_on_real_io)
         .target::<txn_target::TxnTarget>()
         .package("txn-target");
     #[cfg(feature = "redb")]

@@ -149,3 +149,20 @@ fn map_parallel_returns_results_in_item_order_for_any_job_count() {
     assert!(RealEnv::map_parallel(4, Vec::<u64>::new(), |item| item).is_empty());
     assert!(RealEnv::cores() >= 1);
 }
+
+#[test]
+fn thread_cpu_time_grows_with_work_and_ignores_sleep() {
+    let Some(before) = RealEnv::thread_cpu_time() else { return }; // not Linux: nothing to measure
+    let mut x = 0u64;
+    for i in 0..20_000_000u64 {
+        x = x.wrapping_add(i ^ (x >> 3));
+    }
+    assert_ne!(x, 1, "keep the loop");
+    let after = RealEnv::thread_cpu_time().expect("available once");
+    assert!(after > before, "{before:?} -> {after:?}");
+    let env = RealEnv::new();
+    let slept = RealEnv::thread_cpu_time().expect("available");
+    env.sleep(std::time::Duration::from_millis(50));
+    let woke = RealEnv::thread_cpu_time().expect("available");
+    assert!(woke - slept < std::time::Duration::from_millis(25), "sleeping used {:?} of CPU", woke - slept);
+}

@@ -14,6 +14,7 @@
 //! Structure: [`Args`] parses; [`Mode::from_args`] picks one mode; each mode is one function returning an exit
 //! code (0 pass, 1 failure, 2 bad input). `--shrink` (and `--save`) follow any mode that found a failure.
 
+mod bench;
 mod modes;
 mod save;
 mod swarm;
@@ -29,6 +30,7 @@ use env::{Env, File, OpenOptions, RealEnv};
 use crate::config::FaultProfile;
 use crate::runner::{RunOptions, STEPS_MAX, install_panic_hook};
 use crate::schedule::SCHEDULE_SIZE_BYTES_MAX;
+use crate::schedule::ScheduleOf;
 use crate::swarm::SWARM_SEEDS_MAX;
 use crate::target::Target;
 
@@ -114,8 +116,12 @@ pub struct Args {
     #[arg(long)]
     pub check_determinism: bool,
 
-    /// Benchmark: print `steps_per_second: <integer>` for the target (and, where the binary registered a
-    /// real-IO comparison, `speedup_vs_real_io: <float>`).
+    /// Benchmark every target this binary has: each runs its standard swarm (seeds 0..1000, or --seeds A..B;
+    /// default steps; one job), through the same code as any swarm, and prints one line per target:
+    /// `swarm target=T seeds=N seeds_per_second=X work_steps_per_second=Y median_seed_ms=A max_seed_ms=B
+    /// idle_share=C` (seed times are CPU time of the thread that ran the seed). Then `steps_per_second:` (the
+    /// first target's work steps per second) and, where the binary can replay operations on real IO,
+    /// `speedup_vs_real_io:`.
     #[arg(long)]
     pub bench: bool,
 
@@ -229,8 +235,8 @@ fn parse_shard(text: &str) -> Result<(u64, u64), String> {
     Ok((index, count))
 }
 
-/// A target's benchmark that replaces the generic one (`--bench`), returning an exit code.
-pub type BenchFn = fn() -> u8;
+/// Client operations replayed on real IO for `--bench`'s comparison: (operations, nanoseconds).
+pub type RealIo = (u64, u64);
 
 /// A registered target, its type erased.
 struct Entry {
@@ -242,7 +248,9 @@ struct Entry {
     package: Option<&'static str>,
     profiles: Vec<FaultProfile>,
     canaries: fn() -> Vec<&'static str>,
-    bench: Option<BenchFn>,
+    /// `fn(&ScheduleOf<T>) -> Result<RealIo, String>` for this entry's `T`, type-erased (`Cli::real_io`).
+    real_io: Option<Box<dyn std::any::Any>>,
+    bench: fn(&Context<'_>) -> Option<bench::BenchLine>,
     /// Not compiled into this binary: how to build it.
     unbuilt: Option<&'static str>,
     dispatch: fn(&Context<'_>) -> u8,
@@ -316,7 +324,8 @@ impl Cli {
             package: None,
             profiles: FaultProfile::ALL.into_iter().filter(|&profile| T::fault_menu(profile).is_some()).collect(),
             canaries: T::canaries,
-            bench: None,
+            real_io: None,
+            bench: bench::bench_target::<T>,
             unbuilt: None,
             dispatch: modes::dispatch::<T>,
         });
@@ -335,7 +344,8 @@ impl Cli {
             package: None,
             profiles: Vec::new(),
             canaries: Vec::new,
-            bench: None,
+            real_io: None,
+            bench: |_| None,
             unbuilt: Some(hint),
             dispatch,
         });
@@ -354,9 +364,12 @@ impl Cli {
         self
     }
 
-    /// `--bench` for the last registered target runs `bench` instead of the generic swarm throughput.
-    pub fn bench(mut self, bench: BenchFn) -> Self {
-        self.last().bench = Some(bench);
+    /// `--bench` replays the first client operations of target `T`'s first standard-swarm schedule on real IO
+    /// with `replay` (bounded by the caller) and prints `speedup_vs_real_io:`. `T` must be the last registered.
+    pub fn real_io<T: Target>(mut self, replay: fn(&ScheduleOf<T>) -> Result<RealIo, String>) -> Self {
+        let last = self.last();
+        assert_eq!(last.name, T::NAME, "real_io::<{}> after registering {}", T::NAME, last.name);
+        last.real_io = Some(Box::new(replay));
         self
     }
 
@@ -395,6 +408,9 @@ impl Cli {
         install_panic_hook();
         if let Some(Command::Merge { files }) = &args.command {
             return swarm::merge_mode(&args, files);
+        }
+        if args.bench {
+            return bench::bench_all(&self, &args);
         }
         let name = args.target.clone().unwrap_or_else(|| names[0].to_string());
         let entry = self.entries.iter().find(|entry| entry.name == name).expect("clap allows only known targets");

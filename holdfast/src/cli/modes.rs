@@ -2,16 +2,10 @@
 
 use std::path::Path;
 
-use env::{Env, RealEnv};
-
 use super::{Context, EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS, bad_input, read_file, write_file};
 use crate::runner::{Outcome, OutcomeOf, RunOptions, check_determinism, configure, run_schedule, run_target};
 use crate::schedule::{ScheduleOf, parse_schedule, parse_schedule_value};
-use crate::swarm::{SwarmOptions, run_swarm};
 use crate::target::Target;
-
-/// Seeds the generic `--bench` runs.
-pub const BENCH_SEEDS: u64 = 100;
 
 /// What the command line asks for.
 enum Mode {
@@ -41,10 +35,7 @@ impl Mode {
 /// Run the mode the arguments ask for against `T`.
 pub(super) fn dispatch<T: Target>(context: &Context<'_>) -> u8 {
     match Mode::from_args(context.args) {
-        Mode::Bench => match context.entry.bench {
-            Some(bench) => bench(),
-            None => bench_mode::<T>(context),
-        },
+        Mode::Bench => unreachable!("--bench is dispatched before a target is chosen"),
         Mode::Replay => replay_mode::<T>(context),
         Mode::Swarm => super::swarm::swarm_mode::<T>(context),
         Mode::Determinism(seed) => determinism_mode::<T>(context, seed),
@@ -223,33 +214,4 @@ fn determinism_mode<T: Target>(context: &Context<'_>, seed: u64) -> u8 {
     };
     println!("digest: {digest:016x}");
     code
-}
-
-/// The generic benchmark: the target's swarm over seeds `0..BENCH_SEEDS`, timed on the real clock.
-fn bench_mode<T: Target>(context: &Context<'_>) -> u8 {
-    let options = SwarmOptions {
-        seeds: 0..BENCH_SEEDS,
-        shard: None,
-        stop_on_failure: false,
-        jobs: 1,
-        run: context.args.run_options(),
-    };
-    let clock = RealEnv::new();
-    let started = clock.now();
-    let (mut steps, mut work_steps) = (0u64, 0u64);
-    let summary = run_swarm::<T>(&options, |outcome| {
-        steps += outcome.steps_run;
-        work_steps += outcome.work_steps;
-    });
-    let nanos = clock.now().saturating_sub(started).as_nanos().max(1);
-    let per_second = u128::from(work_steps) * 1_000_000_000 / nanos;
-    println!("steps_per_second: {per_second}");
-    println!(
-        "(target {}: seeds 0..{BENCH_SEEDS}, {work_steps} work steps of {steps} in {} ms; {} of {} seeds passed)",
-        T::NAME,
-        nanos / 1_000_000,
-        summary.seeds_passed,
-        summary.seeds_run
-    );
-    if summary.failures.is_empty() { EXIT_PASS } else { EXIT_FAIL }
 }

@@ -209,3 +209,23 @@ fn write(path: &std::path::Path, text: &str) {
     let file = RealEnv::new().open(path, OpenOptions::create_truncate()).expect("scratch file");
     file.write_all_at(0, text.as_bytes()).expect("written");
 }
+
+/// `--bench` prints one line per target in the documented form, then the figures older tools read.
+#[test]
+fn bench_prints_one_line_per_target_and_the_totals() {
+    let output = simulator(&["--bench", "--seeds", "0..3", "--steps", "100"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stdout(&output));
+    let text = stdout(&output);
+    for target in ["engine", "txn"] {
+        let prefix = format!("swarm target={target} seeds=3 seeds_per_second=");
+        let line = text.lines().find(|line| line.starts_with(&prefix)).unwrap_or_else(|| panic!("{text}"));
+        let keys: Vec<&str> =
+            line.split(' ').skip(1).map(|field| field.split('=').next().unwrap_or_default()).collect();
+        let want = ["target", "seeds", "seeds_per_second", "work_steps_per_second", "median_seed_ms", "max_seed_ms"];
+        assert_eq!(keys, [&want[..], &["idle_share"]].concat(), "{line}");
+        let idle: f64 = line.rsplit('=').next().and_then(|value| value.parse().ok()).expect("a number");
+        assert!((0.0..=1.0).contains(&idle), "{line}");
+    }
+    assert!(text.lines().any(|line| line.starts_with("steps_per_second: ")), "{text}");
+    assert!(text.lines().any(|line| line.starts_with("speedup_vs_real_io: ")), "{text}");
+}
