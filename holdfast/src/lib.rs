@@ -41,7 +41,7 @@ pub use runner::{
 pub use schedule::{FORMAT_VERSION, Schedule, ScheduleOf, parse_schedule};
 pub use step::{Observed, Step, WorldStep};
 pub use swarm::{SwarmOptions, SwarmSummary, run_swarm};
-pub use target::{Coverage, FailureKind, FaultSite, Rendering, SystemError, Target, Violation};
+pub use target::{Coverage, FailureKind, FaultSite, Rendering, SeedParallelism, SystemError, Target, Violation};
 pub use world::World;
 pub use {corpus, env};
 

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{ExplicitFaults, WorldConfig};
 use crate::runner::{Failure, Outcome, OutcomeOf, RunOptions, configure, run_target};
-use crate::target::{Coverage, Target};
+use crate::target::{Coverage, SeedParallelism, Target};
 
 /// The most seeds one swarm may run.
 pub const SWARM_SEEDS_MAX: u64 = 1 << 40;
@@ -144,7 +144,8 @@ fn fault_counter(kind: FaultKind) -> String {
 /// order.
 pub fn run_swarm<T: Target>(options: &SwarmOptions, mut on_outcome: impl FnMut(&OutcomeOf<T>)) -> SwarmSummary {
     assert!(options.seeds.end - options.seeds.start <= SWARM_SEEDS_MAX, "swarm above SWARM_SEEDS_MAX seeds");
-    let jobs = options.jobs.max(1);
+    // A target whose seeds share process-wide state runs them one at a time in-process (ADR-0050).
+    let jobs = if T::PARALLELISM == SeedParallelism::Threads { options.jobs.max(1) } else { 1 };
     let mut summary = SwarmSummary::default();
     let mut seeds = options.shard_seeds();
     loop {

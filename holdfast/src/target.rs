@@ -169,6 +169,18 @@ pub struct Rendering {
     pub text: String,
 }
 
+/// How a target's seeds may run side by side in a swarm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SeedParallelism {
+    /// On threads of one process, each seed in its own world (the default).
+    Threads,
+    /// Each seed in its own child process (a system with process-wide state, such as a C library's PRNG or a
+    /// global registry): `--isolate` is implied, and in-process swarms run one seed at a time.
+    ChildProcesses,
+    /// One seed at a time, in this process.
+    OneAtATime,
+}
+
 /// A system under test, driven step by step on a [`SimEnv`].
 ///
 /// The framework calls, per run: [`Target::configure`] once (generation only; replays read the configuration
@@ -190,6 +202,8 @@ pub trait Target: Sized {
     const FINDINGS_EXPECT_FAIL: bool = false;
     /// Where this target's seed files live, relative to the seeds directory (`""`: the directory itself).
     const SEEDS_SUBDIR: &'static str = "";
+    /// Whether seeds may run on threads side by side (`--jobs`), or need child processes or one at a time.
+    const PARALLELISM: SeedParallelism = SeedParallelism::Threads;
     /// The system creates, renames or removes files as it runs, so a crash can drop a namespace operation:
     /// `fault.crash_dropped_metadata` is then required coverage of a swarm with crashes. False for a system on one
     /// file whose creation the target makes durable before the system sees it (redb).

@@ -58,7 +58,8 @@ pub(super) fn swarm_mode<T: Target>(context: &Context<'_>) -> u8 {
         bar.set_message(format!("{failures} failed"));
     };
     // A one-seed swarm gains nothing from a child process (and each child is one).
-    let isolate = seeds_total > 1 && (args.isolate || T::isolate_by_default(args.profile()));
+    let forced = T::PARALLELISM == crate::target::SeedParallelism::ChildProcesses;
+    let isolate = seeds_total > 1 && (args.isolate || forced || T::isolate_by_default(args.profile()));
     let summary = if isolate {
         isolated_swarm::<T>(context, &options, &bar, |failure| on_failure(failure, &bar))
     } else {
