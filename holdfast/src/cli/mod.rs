@@ -177,9 +177,10 @@ pub struct Args {
 /// Commands besides running seeds.
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
-    /// Fold the `--json` summaries of swarm shards (`--seeds A..B --shard I/N --json`, one file per shard) into
-    /// one: seeds, failures, coverage totals, required and missing coverage, and a digest equal to the unsharded
-    /// swarm's. Printed like a swarm's summary (`--json`: as one JSON object); exits 1 when a shard failed or,
+    /// Fold swarm shards' `--json` summaries into the unsharded swarm's summary.
+    ///
+    /// Each FILE is the output of `--seeds A..B --shard I/N --json`. The result has the shards' seeds, failures,
+    /// coverage totals, required and missing coverage, and a digest equal to the unsharded swarm's. Printed like a swarm's summary (`--json`: as one JSON object); exits 1 when a shard failed or,
     /// with --require-coverage, coverage is missing.
     Merge {
         /// The shard summaries to fold.
