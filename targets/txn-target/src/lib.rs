@@ -28,8 +28,12 @@
 //!   snapshot is above the last visible commit.
 //! * **Serializability** (`serializable`): each commit, when it becomes visible (and each read-only or write-less
 //!   transaction, when it ends), goes into the DSG with the versions it read; a cycle is a failure whose `actual`
-//!   is the cycle (`T3 -rw(k000002)-> T5 -rw(k000007)-> T3`) and whose evidence is the [`Cycle`] itself, which
-//!   `--dot` draws.
+//!   is the cycle's Adya class ([`AdyaClass`]: G0, G1c, G-single, G2-item or G2, as Elle names them) and the
+//!   cycle (`G2-item: T3 -rw(k000002)-> T5 -rw(k000007)-> T3`), and whose evidence is the [`Cycle`] itself, its
+//!   class included, which `--dot` draws. The engine installs versions in commit order and the target records
+//!   only reads of committed versions, so `ww` and `wr` edges point forward in commit order: every cycle the
+//!   target finds holds an anti-dependency (G-single, G2-item or G2). G1a and G1b (aborted and intermediate
+//!   reads) surface as `snapshot_read.*` failures at the read, before the reader can commit (see [`AdyaClass`]).
 //! * **Atomic snapshots** (`snapshot_atomic`): no transaction's snapshot falls inside a multi-write commit's
 //!   sequences (it would see part of that commit).
 //! * **Read-only transactions never abort** (`read_only_never_aborts`).
@@ -85,7 +89,7 @@ use holdfast::{
 };
 
 pub use self::config::{OpWeights, StepWeights, TxnConfig, engine_options};
-pub use self::dsg::{Cycle, DependencyGraph, Edge, EdgeKind, INITIAL, TxnId};
+pub use self::dsg::{AdyaClass, Cycle, DependencyGraph, Edge, EdgeKind, INITIAL, TxnId};
 pub use self::model::{History, ScanRead, Submission, TxnRecord, Version};
 pub use self::ops::{ClientId, Observation, Op};
 
@@ -507,12 +511,7 @@ mod tests {
     use super::*;
 
     fn write_skew_cycle() -> Cycle {
-        Cycle {
-            edges: vec![
-                Edge { from: 2, to: 1, kind: EdgeKind::Rw, key: b"k000001".to_vec() },
-                Edge { from: 1, to: 2, kind: EdgeKind::Rw, key: b"k000002".to_vec() },
-            ],
-        }
+        Cycle::new(vec![Edge::item(2, 1, EdgeKind::Rw, b"k000001"), Edge::item(1, 2, EdgeKind::Rw, b"k000002")])
     }
 
     /// A failure as a report file stores it.
@@ -529,11 +528,12 @@ mod tests {
     fn the_cycle_travels_as_evidence_and_renders_as_dot() {
         let cycle = write_skew_cycle();
         let violation =
-            Violation::new(SERIALIZABLE, FailureKind::Safety, "acyclic", cycle.render()).with_evidence(&cycle);
-        assert_eq!(violation.actual, "T2 -rw(k000001)-> T1 -rw(k000002)-> T2");
+            Violation::new(SERIALIZABLE, FailureKind::Safety, "acyclic", cycle.report()).with_evidence(&cycle);
+        assert_eq!(violation.actual, "G2-item: T2 -rw(k000001)-> T1 -rw(k000002)-> T2");
         let found = failure(SERIALIZABLE, &violation);
         let rendering = TxnTarget::render_failure(&found).expect("a cycle renders");
         assert_eq!(rendering.text, cycle.to_dot());
+        assert!(rendering.text.contains("label=\"G2-item\";"), "{}", rendering.text);
         assert!(rendering.text.contains("T2 -> T1 [label=\"rw(k000001)\", style=dashed];"), "{}", rendering.text);
         // Text alone is never parsed: without evidence there is no drawing, and other invariants have none.
         let mut textual = found.clone();

@@ -187,6 +187,7 @@ impl TxnRecord {
                 })
                 .collect(),
             writes: self.writes.keys().map(|&key| key_bytes(key)).collect(),
+            deletes: self.writes.iter().filter(|(_, value)| value.is_none()).map(|(&key, _)| key_bytes(key)).collect(),
         }
     }
 
@@ -243,6 +244,7 @@ mod tests {
         assert_eq!(history.keys_in(0, 5), vec![3]);
         let committed = t1.to_committed();
         assert_eq!(committed.writes, vec![key_bytes(3), key_bytes(5)]);
+        assert_eq!(committed.deletes, vec![key_bytes(5)]);
         assert!(history.describe(Some(a)).contains("by T1"));
     }
 }

@@ -70,7 +70,8 @@ impl TxnTarget {
         }
     }
 
-    /// The serializability failure of `cycle`: the rendered cycle as `actual`, the cycle itself as evidence.
+    /// The serializability failure of `cycle`: its Adya class and the rendered cycle as `actual`
+    /// (`G2-item: T3 -rw(k000002)-> T5 -rw(k000007)-> T3`), the cycle itself, class included, as evidence.
     fn cycle_violation(&self, cycle: &Cycle, closing: &TxnRecord) -> Violation {
         let members: Vec<String> = cycle
             .edges
@@ -85,7 +86,7 @@ impl TxnTarget {
             SERIALIZABLE,
             FailureKind::Safety,
             format!("an acyclic DSG (a serializable history); the cycle's transactions: {}", members.join(" ")),
-            cycle.render(),
+            cycle.report(),
         )
         .with_evidence(cycle)
     }

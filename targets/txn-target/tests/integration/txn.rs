@@ -63,9 +63,10 @@ fn record(id: u64, reads: &[(u32, u64)], scans: Vec<ScanRead>, writes: &[u32]) -
     record
 }
 
-/// A serializability failure as the runner reports it: the rendered cycle as `actual`, the cycle as evidence.
+/// A serializability failure as the runner reports it: the class and the rendered cycle as `actual`, the cycle as
+/// evidence.
 fn cycle_failure(cycle: &Cycle) -> holdfast::Failure {
-    let violation = Violation::new(SERIALIZABLE, FailureKind::Safety, "", cycle.render()).with_evidence(cycle);
+    let violation = Violation::new(SERIALIZABLE, FailureKind::Safety, "", cycle.report()).with_evidence(cycle);
     holdfast::Failure {
         seed: 0,
         step: 9,
@@ -89,6 +90,7 @@ fn the_dsg_catches_write_skew_in_target_records() {
     let cycle = graph.commit(&t2.to_committed()).expect("write skew is a cycle");
     assert_eq!(cycle.kinds(), vec![EdgeKind::Rw, EdgeKind::Rw]);
     assert_eq!(cycle.render(), "T2 -rw(k000001)-> T1 -rw(k000002)-> T2");
+    assert_eq!(cycle.report(), "G2-item: T2 -rw(k000001)-> T1 -rw(k000002)-> T2");
     let failure = cycle_failure(&cycle);
     assert_eq!(failure_dot(&failure), Some(cycle.to_dot()), "the CLI's --dot output");
     let rendering = <TxnTarget as holdfast::Target>::render_failure(&failure).expect("a rendering");
@@ -110,6 +112,7 @@ fn the_dsg_catches_a_phantom_in_target_records() {
     assert_eq!(graph.commit(&t1.to_committed()), None);
     let cycle = graph.commit(&t2.to_committed()).expect("a phantom is a cycle");
     assert!(cycle.kinds().iter().all(|&kind| kind == EdgeKind::Rw), "{}", cycle.render());
+    assert_eq!(cycle.report(), "G2: T2 -rw(k000003)-> T1 -rw(k000005)-> T2");
 }
 
 /// Hand-written steps on a quiet world (seed 0's, no probabilistic faults, no BUGGIFY).
@@ -190,6 +193,8 @@ fn a_crash_before_the_sync_resolves_the_commit_wholly() {
 
 #[cfg(feature = "canaries")]
 mod canaries {
+    use txn_target::AdyaClass;
+
     use super::*;
 
     /// The first seed in `0..seeds` whose run finds `canary` (fails with it, passes without it), with the failure.
@@ -206,18 +211,55 @@ mod canaries {
         serde_json::from_value(failure.evidence.clone().expect("a cycle failure has evidence")).expect("a cycle")
     }
 
+    /// The Adya class a serializability failure's report starts with (`G2-item: T3 -rw(k2)-> ...`); it is the
+    /// class of the evidence's cycle, and the text after it is the rendered evidence.
+    fn reported_class(failure: &holdfast::Failure) -> AdyaClass {
+        assert_eq!(failure.invariant, SERIALIZABLE, "{}", failure.report());
+        let (name, rendered) = failure.actual.split_once(": ").expect("`<class>: <cycle>`");
+        let class = AdyaClass::from_name(name).unwrap_or_else(|| panic!("{name:?} is not an Adya class"));
+        let cycle = evidence(failure);
+        assert_eq!((cycle.class, rendered), (class, cycle.render().as_str()), "the text is the evidence");
+        assert_eq!(AdyaClass::of_cycle(&cycle.edges), class, "{}", failure.actual);
+        assert!(failure_dot(failure).is_some_and(|dot| dot.contains(&format!("label=\"{name}\";"))));
+        class
+    }
+
     #[test]
     fn the_target_catches_write_skew_and_a_phantom_with_ssi_weakened() {
-        for (name, steps, canary) in
-            [("write skew", write_skew(), "ssi-off"), ("phantom", phantom(), "no-predicate-reads")]
-        {
+        for (name, steps, canary, class) in [
+            ("write skew", write_skew(), "ssi-off", AdyaClass::G2Item),
+            ("phantom", phantom(), "no-predicate-reads", AdyaClass::G2),
+        ] {
             let failure = run_steps(steps, Some(canary)).failure.unwrap_or_else(|| panic!("{name} not caught"));
-            assert_eq!(failure.invariant, SERIALIZABLE, "{name}: {}", failure.report());
+            assert_eq!(reported_class(&failure), class, "{name}: {}", failure.actual);
             let cycle = evidence(&failure);
-            assert_eq!(failure.actual, cycle.render(), "{name}: the text is the rendered evidence");
             assert!(cycle.kinds().iter().all(|&kind| kind == EdgeKind::Rw), "{name}: {}", failure.actual);
             assert!(failure_dot(&failure).is_some_and(|dot| dot.contains("style=dashed")), "{name}");
         }
+    }
+
+    #[test]
+    fn a_seed_finds_ssi_off_as_a_named_class_and_no_predicate_reads_as_g2() {
+        let options = |canary: &str| RunOptions { canary: Some(canary.into()), ..RunOptions::with_steps(1000) };
+        let failure = run_target::<TxnTarget>(0, &options("ssi-off")).failure.expect("ssi-off is found by seed 0");
+        let class = reported_class(&failure);
+        assert!(
+            [AdyaClass::GSingle, AdyaClass::G2Item, AdyaClass::G2].contains(&class),
+            "every cycle the target can find holds an anti-dependency: {}",
+            failure.actual
+        );
+        // With scans registering no ranges, a scan's item reads go unprotected too (G2-item cycles), and so do
+        // its predicate reads: some seed finds a cycle through a key a scan saw absent.
+        let g2 = (0..300)
+            .find_map(|seed| {
+                let failure = run_target::<TxnTarget>(seed, &options("no-predicate-reads")).failure?;
+                (failure.invariant == SERIALIZABLE && reported_class(&failure) == AdyaClass::G2).then_some(failure)
+            })
+            .expect("no-predicate-reads finds a G2 cycle in seeds 0..300");
+        let predicate = evidence(&g2).edges.iter().any(|edge| edge.kind == EdgeKind::Rw && edge.predicate);
+        assert!(predicate, "a G2 cycle holds a predicate anti-dependency: {}", g2.actual);
+        let without = run_target::<TxnTarget>(g2.seed, &RunOptions::with_steps(1000));
+        assert!(without.passed(), "seed {} passes with predicate reads protected", g2.seed);
     }
 
     #[test]
@@ -244,5 +286,6 @@ mod canaries {
         let confirmed = shrunk.validation.failure.as_ref().expect("the shrunk schedule fails");
         assert_eq!(confirmed.signature(), failure.signature());
         assert!(evidence(confirmed).edges.len() >= 2);
+        reported_class(confirmed);
     }
 }
