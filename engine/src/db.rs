@@ -309,6 +309,7 @@ impl<E: Env> Db<E> {
                 if state.immutables.len() < self.inner.options.immutable_memtables_max {
                     return Ok(());
                 }
+                env::probe!(self.inner.env, "write.stalled");
                 crate::jobs::ensure_flush_task(&self.inner, &mut state)
             };
             self.inner.env.wait(&handle)?;

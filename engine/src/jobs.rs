@@ -38,6 +38,10 @@ fn rotate_log<E: Env>(inner: &Arc<Inner<E>>, state: &mut State<E>) -> Result<()>
     state.wal.sync()?;
     // Every pending commit is in this segment and now durable: make it visible in this memtable, whose log is
     // this segment, before the memtable is queued for flushing.
+    if !state.pending_commits.is_empty() {
+        // The seal's sync made commits durable before their group commit ran.
+        env::probe!(inner.env, "wal.seal_acknowledged_pending");
+    }
     crate::txn::acknowledge(state, true);
     assert!(state.pending_commits.is_empty(), "rotation left commits pending");
     let file = inner.env.open(&inner.wal_path(number), OpenOptions::create_new())?;
@@ -55,6 +59,7 @@ fn run_step<E: Env>(weak: &Weak<Inner<E>>, job: fn(&Arc<Inner<E>>) -> Result<boo
         Ok(true) => TaskStep::Continue,
         Ok(false) => TaskStep::Done,
         Err(error) => {
+            env::probe!(inner.env, "jobs.background_failed");
             let mut state = inner.state();
             inner.poison(&mut state, &error);
             if is_flush {
@@ -213,6 +218,9 @@ fn maybe_schedule_compaction<E: Env>(inner: &Arc<Inner<E>>, state: &mut State<E>
         false,
     )
     .is_some();
+    if state.version.levels[0].len() >= options.l0_compaction_trigger.max(1) {
+        env::probe!(inner.env, "flush.l0_trigger_reached");
+    }
     if due || inner.env.buggify("compaction.eager") {
         ensure_compaction_task(inner, state);
     }
@@ -233,7 +241,13 @@ fn compaction_step<E: Env>(inner: &Arc<Inner<E>>) -> Result<bool> {
             pick_compaction(&state.version, trigger, level1, ratio, force)
         };
         match pick {
-            Some(pick) if state.poisoned.is_none() => (pick, state.gc_watermark(), Arc::clone(&state.version), full),
+            Some(pick) if state.poisoned.is_none() => {
+                if state.gc_watermark() < state.last_sequence {
+                    // A snapshot older than the newest write is live: this compaction must keep what it reads.
+                    env::probe!(inner.env, "compaction.live_snapshot");
+                }
+                (pick, state.gc_watermark(), Arc::clone(&state.version), full)
+            }
             _ => {
                 state.compaction_task = None;
                 state.full_compaction = false;
@@ -284,7 +298,17 @@ fn write_compaction_outputs<E: Env>(
     let mut pending_bytes = 0u64;
     let mut versions: Vec<Entry> = Vec::new();
     let flush_key = |versions: &mut Vec<Entry>, pending: &mut Vec<Entry>, pending_bytes: &mut u64| {
-        for entry in retain_versions(mem::take(versions), watermark, bottom) {
+        let below = |entries: &[Entry]| entries.iter().any(|entry| entry.key.sequence <= watermark);
+        let had_below = below(versions);
+        let kept = retain_versions(mem::take(versions), watermark, bottom);
+        if kept.len() > 1 {
+            // Only a snapshot below the newest version makes compaction keep an older one.
+            env::probe!(inner.env, "compaction.kept_version_for_snapshot");
+        }
+        if had_below && !below(&kept) {
+            env::probe!(inner.env, "compaction.tombstone_dropped");
+        }
+        for entry in kept {
             *pending_bytes += (entry.key.user_key.len() + entry.value.len()) as u64 + OUTPUT_ENTRY_OVERHEAD_BYTES;
             pending.push(entry);
         }
@@ -294,6 +318,7 @@ fn write_compaction_outputs<E: Env>(
         if versions.last().is_some_and(|last| last.key.user_key != entry.key.user_key) {
             flush_key(&mut versions, &mut pending, &mut pending_bytes);
             if pending_bytes >= target {
+                env::probe!(inner.env, "compaction.output_split");
                 outputs.push(write_output(inner, &mem::take(&mut pending), output_level)?);
                 pending_bytes = 0;
             }

@@ -29,6 +29,61 @@ pub use error::{DecodeError, Error, Result};
 pub use options::{Options, SyncMode};
 pub use ssi::ConflictCause;
 pub use txn::{COMMIT_WAITS_MAX, CommitTicket, ReadTransaction, ScanIter, Transaction};
+/// Every probe (`env::probe!`) the engine can hit, sorted: the rare paths a simulation should reach. A swarm
+/// summary lists those no seed hit (`probes: H of D hit`). The engine's `probes` test keeps this list and the
+/// call sites in `engine/src` equal, so neither can rot.
+///
+/// | probe | where it fires |
+/// |-------|----------------|
+/// | `compaction.kept_version_for_snapshot` | a compaction kept an older version of a key for a live snapshot |
+/// | `compaction.live_snapshot` | a compaction started while a snapshot below the newest sequence was live |
+/// | `compaction.output_split` | a compaction's output reached the table size target and was split |
+/// | `compaction.tombstone_dropped` | a bottom-level compaction dropped a tombstone no snapshot needs |
+/// | `flush.l0_trigger_reached` | a flush left level 0 at its compaction trigger |
+/// | `jobs.background_failed` | a flush or compaction failed and poisoned the database |
+/// | `manifest.reread_recovered` | `MANIFEST` decoded only on a second read (a transient read flip) |
+/// | `memtable.rotated_early` | BUGGIFY rotated a memtable below its flush threshold |
+/// | `recovery.empty_segment_skipped` | recovery found an empty log segment (an earlier open did not finish) |
+/// | `recovery.interrupted_manifest_install` | open found a `MANIFEST.tmp` an install cut before its rename left |
+/// | `recovery.multi_segment_replay` | recovery replayed more than one non-empty log segment |
+/// | `recovery.orphan_table_removed` | open removed a table no manifest lists (a crash cut its flush or compaction) |
+/// | `recovery.segment_reread_differed` | a damaged-looking log segment read differently the second time |
+/// | `ssi.conflict_dangerous_structure` | a commit aborted as the pivot of a dangerous structure |
+/// | `ssi.conflict_read_only_guard` | a commit aborted by the read-only anomaly guard |
+/// | `ssi.conflict_read_write` | an operation aborted: its read closed a dangerous structure |
+/// | `ssi.conflict_read_write_committed_first` | an operation aborted: another's commit doomed it |
+/// | `ssi.conflict_write_write` | a commit aborted: first committer wins |
+/// | `ssi.safe_snapshot_stepped_back` | a read-only transaction read below the latest snapshot (an in-flight pivot) |
+/// | `txn.group_commit_batch` | one log sync acknowledged more than one commit |
+/// | `wal.seal_acknowledged_pending` | a segment's seal made pending commits durable before their group commit |
+/// | `wal.torn_tail_truncated` | recovery truncated a torn tail of the last log segment |
+/// | `write.stalled` | a write waited for a flush: too many memtables were waiting |
+pub const PROBES: &[&str] = &[
+    "compaction.kept_version_for_snapshot",
+    "compaction.live_snapshot",
+    "compaction.output_split",
+    "compaction.tombstone_dropped",
+    "flush.l0_trigger_reached",
+    "jobs.background_failed",
+    "manifest.reread_recovered",
+    "memtable.rotated_early",
+    "recovery.empty_segment_skipped",
+    "recovery.interrupted_manifest_install",
+    "recovery.multi_segment_replay",
+    "recovery.orphan_table_removed",
+    "recovery.segment_reread_differed",
+    "ssi.conflict_dangerous_structure",
+    "ssi.conflict_read_only_guard",
+    "ssi.conflict_read_write",
+    "ssi.conflict_read_write_committed_first",
+    "ssi.conflict_write_write",
+    "ssi.safe_snapshot_stepped_back",
+    "txn.group_commit_batch",
+    "wal.seal_acknowledged_pending",
+    "wal.torn_tail_truncated",
+    "write.stalled",
+];
+
 pub use types::{
     Entry, InternalKey, KEY_SIZE_BYTES_MAX, Lookup, SEQUENCE_MAX, Sequence, VALUE_SIZE_BYTES_MAX, ValueKind,
     compare_internal,

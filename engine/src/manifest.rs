@@ -182,7 +182,9 @@ pub fn read_manifest<E: Env>(env: &E, dir: &Path) -> Result<Option<Manifest>> {
         // A transient read flip looks like damage: read once more before calling it corruption.
         Err(_) => {
             let again = file.read_all()?;
-            decode_manifest(&again).map(Some).map_err(|error| error.in_file(&path, 0))
+            let manifest = decode_manifest(&again).map_err(|error| error.in_file(&path, 0))?;
+            env::probe!(env, "manifest.reread_recovered");
+            Ok(Some(manifest))
         }
     }
 }

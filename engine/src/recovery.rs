@@ -37,10 +37,13 @@ struct Listing {
     wal_numbers: Vec<u64>,
     table_numbers: BTreeSet<u64>,
     highest_number: u64,
+    /// `MANIFEST.tmp` is there: an earlier install was cut (by a crash or an error) before its rename.
+    manifest_temp: bool,
 }
 
 fn list<E: Env>(env: &E, dir: &Path) -> Result<Listing> {
-    let mut listing = Listing { wal_numbers: Vec::new(), table_numbers: BTreeSet::new(), highest_number: 0 };
+    let mut listing =
+        Listing { wal_numbers: Vec::new(), table_numbers: BTreeSet::new(), highest_number: 0, manifest_temp: false };
     for path in env.list_dir(dir)? {
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         if let Some(number) = parse_number(&name, "wal-", ".log") {
@@ -49,6 +52,8 @@ fn list<E: Env>(env: &E, dir: &Path) -> Result<Listing> {
         } else if let Some(number) = parse_number(&name, "table-", ".sst") {
             listing.table_numbers.insert(number);
             listing.highest_number = listing.highest_number.max(number);
+        } else if name == MANIFEST_TEMP_FILE {
+            listing.manifest_temp = true;
         }
     }
     listing.wal_numbers.sort_unstable();
@@ -72,6 +77,10 @@ pub(crate) fn open<E: Env>(env: E, dir: &Path, options: Options) -> Result<Db<E>
         tables: Vec::new(),
     });
     let listing = list(&env, dir)?;
+    if listing.manifest_temp {
+        // This open installs a manifest again over the remains of one an earlier install did not finish.
+        env::probe!(env, "recovery.interrupted_manifest_install");
+    }
     let cache = Arc::new(BlockCache::new(options.block_cache_bytes));
     let version = open_tables(&env, dir, &manifest, &cache)?;
     let replay = replay_logs(&env, dir, &manifest, &listing)?;
@@ -168,9 +177,15 @@ fn replay_logs<E: Env>(env: &E, dir: &Path, manifest: &Manifest, listing: &Listi
         // (ADR-0033). It does not count when deciding which segment is the last.
         if file.len()? > 0 {
             segments.push((path, scan, file));
+        } else {
+            env::probe!(env, "recovery.empty_segment_skipped");
         }
     }
     let count = segments.len();
+    if count > 1 {
+        // A crash or a failure came after a rotation and before the rotated memtable was flushed.
+        env::probe!(env, "recovery.multi_segment_replay");
+    }
     for (index, (path, scan, file)) in segments.into_iter().enumerate() {
         let is_last = index + 1 == count;
         for (record_offset, record) in &scan.records {
@@ -186,14 +201,21 @@ fn replay_logs<E: Env>(env: &E, dir: &Path, manifest: &Manifest, listing: &Listi
             }
         }
         let sealed = matches!(scan.records.last(), Some((_, Record::Seal)));
-        check_segment_end(&path, &file, scan.end, is_last, sealed)?;
+        check_segment_end(env, &path, &file, scan.end, is_last, sealed)?;
     }
     Ok(Replay { memtable, last_sequence })
 }
 
 /// How a replayed segment may end (ADR-0012): the last non-empty segment may end in a torn tail (truncated
 /// here); every earlier one was sealed and synced before the log moved on.
-fn check_segment_end<F: File>(path: &Path, file: &F, end: WalEnd, is_last: bool, sealed: bool) -> Result<()> {
+fn check_segment_end<E: Env>(
+    env: &E,
+    path: &Path,
+    file: &E::File,
+    end: WalEnd,
+    is_last: bool,
+    sealed: bool,
+) -> Result<()> {
     let path = path.to_path_buf();
     match end {
         WalEnd::Corrupt { offset, reason } => Err(Error::Corruption { file: path, offset, reason }),
@@ -204,6 +226,7 @@ fn check_segment_end<F: File>(path: &Path, file: &F, end: WalEnd, is_last: bool,
             Err(Error::Corruption { file: path, offset, reason: "torn tail (canary)".into() })
         }
         WalEnd::TornTail { offset } => {
+            env::probe!(env, "wal.torn_tail_truncated");
             file.set_len(offset)?;
             file.sync()?;
             Ok(())
@@ -229,6 +252,8 @@ fn read_segment<E: Env>(env: &E, path: &Path) -> Result<(crate::wal::WalScan, E:
         if again == scan {
             break;
         }
+        // A read returned different bytes: a transient flip, caught by reading again.
+        env::probe!(env, "recovery.segment_reread_differed");
         scan = again;
     }
     Ok((scan, file))
@@ -262,6 +287,8 @@ fn remove_orphans<E: Env>(inner: &Arc<Inner<E>>, listing: &Listing) -> Result<()
     }
     for &number in &listing.table_numbers {
         if !live_tables.contains(&number) {
+            // A flush or compaction output a crash cut before its manifest was installed.
+            env::probe!(inner.env, "recovery.orphan_table_removed");
             doomed.push(inner.table_path(number));
         }
     }

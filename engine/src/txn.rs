@@ -23,7 +23,7 @@ use env::{Env, File, TaskHandle, TaskStep};
 use crate::db::{Db, Inner, PendingCommit, State};
 use crate::error::{Error, Result};
 use crate::options::SyncMode;
-use crate::ssi::{Conflict, KeyRange, TxnId};
+use crate::ssi::{Conflict, ConflictCause, KeyRange, TxnId};
 use crate::types::{KEY_SIZE_BYTES_MAX, Sequence, VALUE_SIZE_BYTES_MAX, ValueKind};
 use crate::wal::{Batch, BatchWrite, RecordKind};
 
@@ -39,7 +39,15 @@ pub struct CommitTicket {
     pub last_sequence: Sequence,
 }
 
-fn conflict(conflict: Conflict) -> Error {
+/// A serialization failure as the engine reports it, probed by cause.
+fn conflict<E: Env>(env: &E, conflict: Conflict) -> Error {
+    match &conflict.cause {
+        ConflictCause::WriteWrite { .. } => env::probe!(env, "ssi.conflict_write_write"),
+        ConflictCause::ReadWrite { .. } => env::probe!(env, "ssi.conflict_read_write"),
+        ConflictCause::ReadWriteCommittedFirst { .. } => env::probe!(env, "ssi.conflict_read_write_committed_first"),
+        ConflictCause::DangerousStructure { .. } => env::probe!(env, "ssi.conflict_dangerous_structure"),
+        ConflictCause::ReadOnlyGuard { .. } => env::probe!(env, "ssi.conflict_read_only_guard"),
+    }
     Error::Conflict { cause: conflict.cause }
 }
 
@@ -109,6 +117,10 @@ impl<E: Env> Db<E> {
         }
         // The newest snapshot no in-flight pivot straddles: never waits, never aborts (ADR-0025).
         let snapshot = state.tracker.safe_snapshot(state.last_sequence);
+        if snapshot < state.last_sequence {
+            // An in-flight pivot straddles the latest snapshot: the reader reads below it instead of waiting.
+            env::probe!(self.inner.env, "ssi.safe_snapshot_stepped_back");
+        }
         let id = state.tracker.begin(snapshot, true);
         *state.snapshots.entry(snapshot).or_insert(0) += 1;
         Ok(ReadTransaction { db: self.clone(), id, snapshot })
@@ -167,7 +179,7 @@ impl<E: Env> Transaction<E> {
 
     fn fail(&mut self, error: Conflict) -> Error {
         self.end_with(|state, id| state.tracker.abort(id));
-        conflict(error)
+        conflict(&self.db.inner.env, error)
     }
 
     fn end_with(&mut self, finish: impl FnOnce(&mut State<E>, TxnId)) {
@@ -255,7 +267,8 @@ impl<E: Env> Transaction<E> {
         if writes.is_empty() {
             release_snapshot(&mut state, self.snapshot);
             let visible = state.last_sequence;
-            return state.tracker.finish(self.id, visible).map(|()| None).map_err(conflict);
+            let finished = state.tracker.finish(self.id, visible);
+            return finished.map(|()| None).map_err(|error| conflict(&self.db.inner.env, error));
         }
         // The snapshot stays registered until the commit is visible (released by `acknowledge`): a reader's safe
         // snapshot may go back to it (ADR-0025).
@@ -341,7 +354,7 @@ pub(crate) fn submit<E: Env>(
         return Err(Error::Closed { reason: format!("sequence numbers exhausted (at {first})") });
     }
     let keys: Vec<Vec<u8>> = writes.iter().map(|write| write.key.clone()).collect();
-    state.tracker.commit(txn, &keys, last).map_err(conflict)?;
+    state.tracker.commit(txn, &keys, last).map_err(|error| conflict(&inner.env, error))?;
     let batch = Batch { first_sequence: first, writes };
     let split = inner.env.buggify("wal.split_write");
     if let Err(error) = state.wal.append(RecordKind::Batch, &crate::wal::encode_batch(&batch), split) {
@@ -387,7 +400,11 @@ pub(crate) fn acknowledge<E: Env>(state: &mut State<E>, all: bool) {
 
 pub(crate) fn maybe_rotate<E: Env>(inner: &Arc<Inner<E>>, state: &mut State<E>) -> Result<()> {
     let full = state.memtable.size_bytes() >= inner.options.flush_threshold_bytes;
-    if full || (!state.memtable.is_empty() && inner.env.buggify("memtable.early_rotate")) {
+    let early = !full && !state.memtable.is_empty() && inner.env.buggify("memtable.early_rotate");
+    if early {
+        env::probe!(inner.env, "memtable.rotated_early");
+    }
+    if full || early {
         crate::jobs::rotate(inner, state)?;
     }
     Ok(())
@@ -458,7 +475,12 @@ fn sync_and_acknowledge<E: Env>(inner: &Arc<Inner<E>>) -> Result<()> {
     if state.wal.number() == number {
         state.wal.mark_synced(end);
     }
+    let pending_before = state.pending_commits.len();
     acknowledge(&mut state, false);
+    if pending_before - state.pending_commits.len() > 1 {
+        // One sync made several commits durable: a group commit batch.
+        env::probe!(inner.env, "txn.group_commit_batch");
+    }
     maybe_rotate(inner, &mut state)
 }
 

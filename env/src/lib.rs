@@ -256,8 +256,68 @@ pub trait Env: Clone + Send + Sync + Debug + 'static {
     /// FoundationDB's BUGGIFY: may this fault-injection site misbehave now? Always false on `RealEnv`.
     fn buggify(&self, site: &'static str) -> bool;
 
+    /// A probe: the system reached the rare path `name` (FoundationDB's `CODE_PROBE`, Antithesis's "sometimes"
+    /// assertion). Call it through [`probe!`]. `SimEnv` counts hits per name in its world
+    /// ([`SimEnv::probe_counts`]); the default body, which `RealEnv` keeps, does nothing and allocates nothing.
+    fn probe(&self, _name: &'static str) {}
+
     /// True on a simulated environment.
     fn is_simulated(&self) -> bool;
+}
+
+/// Mark a rare path as reached: `env::probe!(env, "area.what_happened")` calls [`Env::probe`] on `env`.
+///
+/// The environment is an argument because probes are counted per simulated world, not per process: swarm
+/// seeds run in parallel on several threads, each with its own `SimEnv`, and a global counter would mix their
+/// hits and make coverage depend on scheduling. `env` may be an `Env` or a reference to one.
+///
+/// The name must be a string literal of the form `area.what_happened` (lowercase ASCII letters, digits and `_`,
+/// one `.` inside; checked at compile time by [`probe_name_is_valid`]), so that a tidy test can find every call
+/// site by its text and compare it with the system's declared list of probes.
+///
+/// ```
+/// use env::{Env, SimEnv};
+/// fn recover<E: Env>(env: &E, torn: bool) {
+///     if torn {
+///         env::probe!(env, "wal.torn_tail_truncated");
+///     }
+/// }
+/// let sim = SimEnv::new(1);
+/// recover(&sim, true);
+/// assert_eq!(sim.probe_counts().get("wal.torn_tail_truncated"), Some(&1));
+/// recover(&env::RealEnv::new(), true); // a no-op
+/// ```
+#[macro_export]
+macro_rules! probe {
+    ($env:expr, $name:literal $(,)?) => {{
+        const _: () = ::core::assert!(
+            $crate::probe_name_is_valid($name),
+            ::core::concat!("probe name ", $name, " is not `area.what_happened`")
+        );
+        use $crate::Env as _;
+        ($env).probe($name)
+    }};
+}
+
+/// Is `name` a valid probe name: `area.what_happened`, lowercase ASCII letters, digits and `_`, exactly one `.`,
+/// with a non-empty part on each side? A `const fn`, so [`probe!`] checks its literal at compile time.
+pub const fn probe_name_is_valid(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    let mut dots = 0;
+    let mut index = 0;
+    while index < bytes.len() {
+        let byte = bytes[index];
+        if byte == b'.' {
+            if index == 0 || index + 1 == bytes.len() {
+                return false;
+            }
+            dots += 1;
+        } else if !(byte.is_ascii_lowercase() || byte.is_ascii_digit() || byte == b'_') {
+            return false;
+        }
+        index += 1;
+    }
+    dots == 1
 }
 
 /// The parent directory of `path` ("" for a bare name): what [`Env::sync_dir`] must be called on after a

@@ -7,6 +7,18 @@
 //! that replay in your own `cargo test`, and a command line ([`cli::Cli`]). `TARGETS.md` at the repository root
 //! walks through it.
 //!
+//! # Probes: what was never reached
+//!
+//! Coverage counters say what a swarm did; probes say what it did not. Mark a rare path of your system with
+//! `env::probe!(env, "area.what_happened")` (FoundationDB's `CODE_PROBE`, TigerBeetle's coverage marks,
+//! Antithesis's "sometimes" assertions): it lives in `env` beside BUGGIFY, so the system needs no dependency on
+//! the framework, costs nothing on `RealEnv`, and is counted per simulated world, so parallel seeds stay
+//! deterministic. Declare every probe in [`Target::probes`] (the engine's list is `engine::PROBES`, kept equal to
+//! its call sites by a test). Each hit becomes the coverage counter `probe.<name>` (coverage, never part of a
+//! digest), and a swarm summary prints `probes: H of D hit` and then `never hit: a, b, c`; `--json` carries
+//! `declared_probes` and `probes_never_hit`. `--require-probes` turns a never-hit probe into missing coverage
+//! (exit 1): rare paths need big swarms, so use it on thousands of seeds, not on a smoke test.
+//!
 //! # Codemap
 //!
 //! * [`target`]: the [`Target`] trait and the values that cross it.

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{ExplicitFaults, WorldConfig};
 use crate::runner::{Failure, Outcome, OutcomeOf, RunOptions, configure, run_target};
-use crate::target::{Coverage, SeedParallelism, Target};
+use crate::target::{Coverage, PROBE_COUNTER_PREFIX, SeedParallelism, Target, probe_counter};
 
 /// The most seeds one swarm may run.
 pub const SWARM_SEEDS_MAX: u64 = 1 << 40;
@@ -50,6 +50,9 @@ pub struct SwarmSummary {
     pub coverage: Coverage,
     /// Counters that some run's configuration requires above zero.
     pub required: BTreeSet<String>,
+    /// The probes the system under test declares ([`Target::probes`]); hits are the `probe.<name>` counters.
+    #[serde(default)]
+    pub declared_probes: BTreeSet<String>,
     /// The swarm's digest: the wrapping sum of `keyed(seed, run digest)` over its seeds, so the digests of
     /// shards add up to the unsharded swarm's, whatever the order or the number of jobs.
     #[serde(with = "hex_digest")]
@@ -76,6 +79,28 @@ pub fn seed_digest(seed: u64, run_digest: u64) -> u64 {
 }
 
 impl SwarmSummary {
+    /// An empty summary for a swarm of `T`: no seeds yet, `T`'s declared probes.
+    pub fn for_target<T: Target>() -> Self {
+        let declared_probes = T::probes().into_iter().map(String::from).collect();
+        Self { declared_probes, ..Self::default() }
+    }
+
+    /// Declared probes some seed hit, sorted.
+    pub fn probes_hit(&self) -> Vec<String> {
+        self.declared_probes.iter().filter(|name| self.coverage.get(&probe_counter(name)) > 0).cloned().collect()
+    }
+
+    /// Declared probes no seed hit, sorted: the rare paths this swarm never reached.
+    pub fn probes_never_hit(&self) -> Vec<String> {
+        self.declared_probes.iter().filter(|name| self.coverage.get(&probe_counter(name)) == 0).cloned().collect()
+    }
+
+    /// Probes hit that the target does not declare, sorted (its declared list is out of date).
+    pub fn probes_undeclared(&self) -> Vec<String> {
+        let hit = self.coverage.counters.keys().filter_map(|counter| counter.strip_prefix(PROBE_COUNTER_PREFIX));
+        hit.filter(|name| !self.declared_probes.contains(*name)).map(String::from).collect()
+    }
+
     /// Required counters still at zero.
     pub fn missing_coverage(&self) -> Vec<String> {
         let missing: Vec<String> = self.required.iter().filter(|name| self.coverage.get(name) == 0).cloned().collect();
@@ -91,6 +116,7 @@ impl SwarmSummary {
         self.failures.sort_by_key(|failure| failure.seed);
         self.coverage.merge(&other.coverage);
         self.required.extend(other.required.iter().cloned());
+        self.declared_probes.extend(other.declared_probes.iter().cloned());
         self.digest = self.digest.wrapping_add(other.digest);
         assert!(self.seeds_passed <= self.seeds_run, "more seeds passed than ran");
     }
@@ -146,7 +172,7 @@ pub fn run_swarm<T: Target>(options: &SwarmOptions, mut on_outcome: impl FnMut(&
     assert!(options.seeds.end - options.seeds.start <= SWARM_SEEDS_MAX, "swarm above SWARM_SEEDS_MAX seeds");
     // A target whose seeds share process-wide state runs them one at a time in-process (ADR-0050).
     let jobs = if T::PARALLELISM == SeedParallelism::Threads { options.jobs.max(1) } else { 1 };
-    let mut summary = SwarmSummary::default();
+    let mut summary = SwarmSummary::for_target::<T>();
     let mut seeds = options.shard_seeds();
     loop {
         let batch: Vec<u64> = seeds.by_ref().take(jobs * SEEDS_PER_JOB_BATCH_MAX).collect();

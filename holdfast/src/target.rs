@@ -161,6 +161,14 @@ impl Coverage {
     }
 }
 
+/// The prefix of the coverage counters of probe hits.
+pub const PROBE_COUNTER_PREFIX: &str = "probe.";
+
+/// The coverage counter of probe `name`: `probe.<name>` (`probe.wal.torn_tail_truncated`).
+pub fn probe_counter(name: &str) -> String {
+    format!("{PROBE_COUNTER_PREFIX}{name}")
+}
+
 /// A rendering of a failure a target offers (`--dot FILE` writes [`Rendering::text`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rendering {
@@ -287,6 +295,13 @@ pub trait Target: Sized {
 
     /// Counters a swarm containing this configuration must see above zero, beyond the framework's own.
     fn required_coverage(_world: &WorldConfig, _config: &Self::Config) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// The probes (`env::probe!`) the system under test declares: every rare path it marks. A swarm summary
+    /// reports how many of them some seed hit and lists the others (`probes: H of D hit`); `--require-probes`
+    /// makes a never-hit probe missing coverage. Hits are counted whether declared or not (`probe.<name>`).
+    fn probes() -> Vec<&'static str> {
         Vec::new()
     }
 

@@ -262,6 +262,10 @@ impl World {
         let buggify = self.env.buggify_counts();
         coverage.add("buggify.sites_hit", buggify.values().filter(|(_, fired)| *fired > 0).count() as u64);
         coverage.add("buggify.fires", buggify.values().map(|(_, fired)| fired).sum());
+        // Probes hit, `probe.<name>` (none of this is in the digest).
+        for (name, hits) in self.env.probe_counts() {
+            coverage.add(&crate::target::probe_counter(name), hits);
+        }
         let damaged = self.damaged();
         coverage.add("damaged_runs", u64::from(damaged));
         coverage.add("unrecoverable_runs", u64::from(self.unrecoverable));

@@ -9,7 +9,8 @@ use std::path::PathBuf;
 use holdfast::config::{ExplicitFaults, WorldWeights, healed_faults};
 use holdfast::env::{DeterministicRng, Env, FaultConfig, File, OpenOptions, SimEnv};
 use holdfast::{
-    Coverage, FailureKind, FaultProfile, Observed, RunOptions, SystemError, Target, Violation, World, WorldConfig,
+    Coverage, FailureKind, FaultProfile, Observed, RunOptions, SwarmSummary, SystemError, Target, Violation, World,
+    WorldConfig,
 };
 use serde::{Deserialize, Serialize};
 
@@ -60,6 +61,9 @@ impl<const SAFE: bool> Toy<SAFE> {
 
     fn put(&self, key: u32, value: u64) -> holdfast::env::Result<()> {
         let path = Self::path(key);
+        if self.acked.contains_key(&key) {
+            holdfast::env::probe!(self.env(), "toy.overwrote_key");
+        }
         let target = if SAFE { path.with_extension("tmp") } else { path.clone() };
         let file = self.env().open(&target, OpenOptions::create_truncate())?;
         file.write_all_at(0, &value.to_le_bytes())?;
@@ -191,6 +195,11 @@ impl<const SAFE: bool> Target for Toy<SAFE> {
     fn coverage(&self, coverage: &mut Coverage) {
         coverage.add("toy.keys", self.acked.len() as u64);
     }
+
+    /// One probe the toy hits, and one it declares but has no call site for: a path the swarm never reaches.
+    fn probes() -> Vec<&'static str> {
+        vec!["toy.overwrote_key", "toy.never_reached"]
+    }
 }
 
 /// A world of puts, gets and crashes (some armed inside a put), nothing else.
@@ -263,4 +272,37 @@ fn a_schedule_for_another_target_or_version_is_refused_with_a_reason() {
     let old = json.replace("\"format_version\": 2", "\"format_version\": 1");
     let error = holdfast::parse_schedule::<Toy<true>>(&old).expect_err("old version");
     assert!(error.contains("format_version 1"), "{error}");
+}
+
+#[test]
+fn probes_are_coverage_and_the_summary_names_those_never_hit() {
+    let mut summary = SwarmSummary::for_target::<Toy<true>>();
+    for seed in 0..5 {
+        let outcome = run::<true>(seed);
+        assert!(outcome.coverage.get("probe.toy.overwrote_key") > 0, "seed {seed}: {:?}", outcome.coverage);
+        assert_eq!(outcome.coverage.get("probe.toy.never_reached"), 0);
+        summary.add(&outcome, Vec::new());
+    }
+    assert_eq!(summary.probes_hit(), vec!["toy.overwrote_key".to_string()]);
+    assert_eq!(summary.probes_never_hit(), vec!["toy.never_reached".to_string()]);
+    assert!(summary.probes_undeclared().is_empty());
+    let mut merged = SwarmSummary::default();
+    merged.merge(&summary);
+    assert_eq!(merged, summary, "a merge keeps the declared probes");
+    let json = serde_json::to_value(&summary).expect("serializes");
+    assert_eq!(json["declared_probes"], serde_json::json!(["toy.never_reached", "toy.overwrote_key"]));
+    let mut old = json.clone();
+    old.as_object_mut().expect("an object").remove("declared_probes");
+    let parsed: SwarmSummary = serde_json::from_value(old).expect("a summary from before probes parses");
+    assert!(parsed.declared_probes.is_empty() && parsed.probes_undeclared() == vec!["toy.overwrote_key".to_string()]);
+}
+
+/// Probe hits are deterministic coverage: a replay of the schedule gives the same digest and the same counts.
+#[test]
+fn probe_hits_are_coverage_not_digest() {
+    let outcome = run::<true>(3);
+    assert!(outcome.coverage.get("probe.toy.overwrote_key") > 0);
+    let replayed = holdfast::run_schedule::<Toy<true>>(&outcome.schedule, &RunOptions::default());
+    assert_eq!(replayed.digest, outcome.digest);
+    assert_eq!(replayed.coverage, outcome.coverage, "probe counts are deterministic per seed");
 }

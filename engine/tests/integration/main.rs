@@ -6,4 +6,5 @@ mod crash;
 mod isolation;
 mod model;
 mod persistence;
+mod probes;
 mod txn_crash;

@@ -250,6 +250,14 @@ impl Env for SimEnv {
         fire
     }
 
+    /// Count a hit of probe `name` in this world. No randomness is drawn and no state a run can observe
+    /// changes: a probe never alters a run, its digest or its disk.
+    fn probe(&self, name: &'static str) {
+        let mut world = self.lock_world();
+        let hits = world.probe_hits.entry(name).or_insert(0);
+        *hits = hits.saturating_add(1);
+    }
+
     fn is_simulated(&self) -> bool {
         true
     }

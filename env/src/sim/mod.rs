@@ -210,6 +210,11 @@ impl SimEnv {
             .collect()
     }
 
+    /// How often each probe (`env::probe!`) was hit in this world, by name; probes never hit are absent.
+    pub fn probe_counts(&self) -> BTreeMap<&'static str, u64> {
+        self.lock_world().probe_hits.clone()
+    }
+
     // ---- introspection -----------------------------------------------------------------------------------------
 
     /// Every file in the current namespace with its durable and current sizes, sorted by path.

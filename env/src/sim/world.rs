@@ -57,6 +57,8 @@ pub(super) struct World {
     pub(super) buggify_enabled: bool,
     pub(super) buggify_reached: BTreeMap<&'static str, u64>,
     pub(super) buggify_fired: BTreeMap<&'static str, u64>,
+    /// Hits per probe name (`Env::probe`): this world's only, so parallel seeds count apart.
+    pub(super) probe_hits: BTreeMap<&'static str, u64>,
 }
 
 /// Keyed crash decisions: pure functions of (seed, crash number, the operation's stable key).
@@ -129,6 +131,7 @@ impl World {
             buggify_enabled: true,
             buggify_reached: BTreeMap::new(),
             buggify_fired: BTreeMap::new(),
+            probe_hits: BTreeMap::new(),
         }
     }
 

@@ -1,11 +1,12 @@
 //! Integration tests of `env`: properties of the simulated disk on random workloads, plain unit tests of its
-//! promises, the simulated scheduler and BUGGIFY, `RealEnv` on the real file system, and the `env::fs` facade on
-//! both.
+//! promises, the simulated scheduler, BUGGIFY and probes, `RealEnv` on the real file system, and the `env::fs`
+//! facade on both.
 
 mod fs_crash;
 mod fs_facade;
 mod fs_std_oracle;
 mod model;
+mod probes;
 mod properties;
 mod real_env;
 mod scheduler;

@@ -7,9 +7,9 @@
 //! ```
 //!
 //! Every flag works for every registered target: `--seed`, `--seeds` (swarm), `--shard`, `--json`, `--shrink`,
-//! `--save`, `--replay`, `--trace`, `--check-determinism`, `--require-coverage`, `--isolate`, `--bench`,
-//! `--fault-profile` (where the target has the profile), `--canary` (where it has canaries) and `--dot` (where
-//! it renders failures). The first registered target is the default `--target`.
+//! `--save`, `--replay`, `--trace`, `--check-determinism`, `--require-coverage`, `--require-probes`, `--isolate`,
+//! `--bench`, `--fault-profile` (where the target has the profile), `--canary` (where it has canaries) and `--dot`
+//! (where it renders failures). The first registered target is the default `--target`.
 //!
 //! Structure: [`Args`] parses; [`Mode::from_args`] picks one mode; each mode is one function returning an exit
 //! code (0 pass, 1 failure, 2 bad input). `--shrink` (and `--save`) follow any mode that found a failure.
@@ -98,6 +98,13 @@ pub struct Args {
     /// kind, every crash place, BUGGIFY sites fired, the target's own), printing which.
     #[arg(long, global = true)]
     pub require_coverage: bool,
+
+    /// Swarm: --require-coverage (implied), and also every probe the target declares: the rare paths its code
+    /// marks with `env::probe!` (the summary's `probes: H of D hit` and `never hit:` lines). Exit 1 if some
+    /// declared probe no seed hit, printing which. Rare probes need big swarms (thousands of seeds, or more):
+    /// a never-hit probe in a short swarm says where the simulation does not reach, not that something broke.
+    #[arg(long, global = true)]
+    pub require_probes: bool,
 
     /// Replay a schedule JSON file (as written by --save-schedule) or a seed file (as written by --save;
     /// detected by its fields, and its canary is turned on). The seed and configuration come from the file.
@@ -195,6 +202,11 @@ impl Args {
         self.fault_profile.as_deref().map_or(FaultProfile::Assumed, |name| {
             FaultProfile::parse(name).expect("clap allows only known profile names")
         })
+    }
+
+    /// Is coverage checked (`--require-coverage`, or `--require-probes`, which implies it)?
+    pub fn requires_coverage(&self) -> bool {
+        self.require_coverage || self.require_probes
     }
 
     /// Seeds run at once (`--jobs`, else the number of cores).

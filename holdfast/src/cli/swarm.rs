@@ -10,7 +10,7 @@ use super::{Args, Context, EXIT_FAIL, EXIT_PASS, bad_input, read_file};
 use crate::runner::{Failure, PANIC_VERBOSE_ENV_VAR, RunOptions};
 use crate::schedule::ScheduleOf;
 use crate::swarm::{SwarmOptions, SwarmSummary, required_for_seed, run_swarm, seed_digest};
-use crate::target::{FailureKind, Target};
+use crate::target::{FailureKind, Target, probe_counter};
 
 /// The most bytes of a child's stderr a `no_abort` failure quotes.
 const CHILD_STDERR_BYTES_MAX: usize = 2000;
@@ -110,7 +110,7 @@ fn isolated_swarm<T: Target>(
         command.env(PANIC_VERBOSE_ENV_VAR, "1");
         child_summary::<T>(seed, &options.run, command.output())
     };
-    let mut summary = SwarmSummary::default();
+    let mut summary = SwarmSummary::for_target::<T>();
     let seeds: Vec<u64> = options.shard_seeds().collect();
     for batch in seeds.chunks(options.jobs.max(1) * crate::swarm::SEEDS_PER_JOB_BATCH_MAX) {
         for child in RealEnv::map_parallel(options.jobs, batch.to_vec(), child) {
@@ -157,26 +157,40 @@ fn child_summary<T: Target>(
         last_steps: Vec::new(),
     };
     let digest = seed_digest(seed, 0);
-    let mut summary = SwarmSummary { seeds_run: 1, failures: vec![failure], digest, ..SwarmSummary::default() };
+    let mut summary = SwarmSummary { seeds_run: 1, failures: vec![failure], digest, ..SwarmSummary::for_target::<T>() };
     summary.required.extend(required_for_seed::<T>(seed, run));
     summary
 }
 
-/// The `--json` summary: the swarm summary (its digest included) and the missing coverage, one object.
+/// The `--json` summary: the swarm summary (its digest and declared probes included), the missing coverage and
+/// the declared probes no seed hit, one object.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct SwarmJson {
     #[serde(flatten)]
     summary: SwarmSummary,
     missing_coverage: Vec<String>,
+    #[serde(default)]
+    probes_never_hit: Vec<String>,
+}
+
+/// Required counters at zero: the configurations' (`SwarmSummary::missing_coverage`), and with `--require-probes`
+/// the counters of declared probes never hit.
+fn missing_coverage(args: &Args, summary: &SwarmSummary) -> Vec<String> {
+    let mut missing = summary.missing_coverage();
+    if args.require_probes {
+        missing.extend(summary.probes_never_hit().iter().map(|name| probe_counter(name)));
+    }
+    missing
 }
 
 /// Print a summary as `--json` or text (`text` prints the body), then the digest; the exit code.
 fn print_summary(args: &Args, summary: &SwarmSummary, text: impl FnOnce(&SwarmSummary, &[String])) -> u8 {
-    let missing = summary.missing_coverage();
-    let coverage_failed = args.require_coverage && !missing.is_empty();
+    let missing = missing_coverage(args, summary);
+    let coverage_failed = args.requires_coverage() && !missing.is_empty();
     let code = if !summary.failures.is_empty() || coverage_failed { EXIT_FAIL } else { EXIT_PASS };
     if args.json {
-        let json = SwarmJson { summary: summary.clone(), missing_coverage: missing };
+        let probes_never_hit = summary.probes_never_hit();
+        let json = SwarmJson { summary: summary.clone(), missing_coverage: missing, probes_never_hit };
         println!("{}", serde_json::to_string(&json).expect("a summary serializes"));
         return code;
     }
@@ -212,7 +226,7 @@ fn read_shard(path: &Path) -> Result<SwarmSummary, String> {
         .map_err(|error| format!("{}: not a swarm --json summary: {error}", path.display()))
 }
 
-/// Seeds, coverage totals and required coverage.
+/// Seeds, coverage totals, probes and required coverage.
 fn print_counts(args: &Args, summary: &SwarmSummary, missing: &[String]) {
     println!("seeds: run={} passed={} failed={}", summary.seeds_run, summary.seeds_passed, summary.failures.len());
     println!("coverage totals:");
@@ -220,12 +234,30 @@ fn print_counts(args: &Args, summary: &SwarmSummary, missing: &[String]) {
         let required = if summary.required.contains(name) { " (required)" } else { "" };
         println!("  {name}: {count}{required}");
     }
-    if args.require_coverage {
+    print_probes(summary);
+    if args.requires_coverage() {
         if missing.is_empty() {
-            println!("required coverage: all {} counters above zero", summary.required.len());
+            let probes = if args.require_probes { summary.declared_probes.len() } else { 0 };
+            println!("required coverage: all {} counters above zero", summary.required.len() + probes);
         } else {
             println!("MISSING coverage (required, zero): {}", missing.join(", "));
         }
+    }
+}
+
+/// `probes: H of D hit`, then the declared probes no seed hit (and any probe hit that was not declared).
+fn print_probes(summary: &SwarmSummary) {
+    let undeclared = summary.probes_undeclared();
+    if !undeclared.is_empty() {
+        println!("probes hit but not declared by the target: {}", undeclared.join(", "));
+    }
+    if summary.declared_probes.is_empty() {
+        return;
+    }
+    let never = summary.probes_never_hit();
+    println!("probes: {} of {} hit", summary.declared_probes.len() - never.len(), summary.declared_probes.len());
+    if !never.is_empty() {
+        println!("never hit: {}", never.join(", "));
     }
 }
 

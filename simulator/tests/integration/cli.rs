@@ -127,6 +127,7 @@ fn help_explains_every_flag() {
         "--shard",
         "--json",
         "--require-coverage",
+        "--require-probes",
         "--replay",
         "--trace",
         "--save-schedule",
@@ -228,4 +229,35 @@ fn bench_prints_one_line_per_target_and_the_totals() {
     }
     assert!(text.lines().any(|line| line.starts_with("steps_per_second: ")), "{text}");
     assert!(text.lines().any(|line| line.starts_with("speedup_vs_real_io: ")), "{text}");
+}
+
+/// A swarm's summary says how many of the engine's declared probes some seed hit and names the others; `--json`
+/// carries the declared list and the never-hit list; `--require-probes` fails while some probe is never hit.
+#[test]
+fn swarm_summary_reports_probes_hit_and_never_hit() {
+    let text = simulator(&["--seeds", "0..20", "--steps", "200"]);
+    assert_eq!(text.status.code(), Some(0), "{}", stdout(&text));
+    let out = stdout(&text);
+    let line = out.lines().find(|line| line.starts_with("probes: ")).unwrap_or_else(|| panic!("no probes line: {out}"));
+    let counts: Vec<u64> = line.split(' ').filter_map(|word| word.parse().ok()).collect();
+    let [hit, declared] = counts[..] else { panic!("not `probes: H of D hit`: {line}") };
+    assert!(line.ends_with(" hit") && hit > 0 && hit < declared, "{line}");
+    assert_eq!(declared, engine::PROBES.len() as u64);
+    let never: Vec<&str> = out
+        .lines()
+        .find_map(|line| line.strip_prefix("never hit: "))
+        .unwrap_or_else(|| panic!("no never-hit line: {out}"))
+        .split(", ")
+        .collect();
+    assert_eq!(never.len() as u64, declared - hit);
+    assert!(never.windows(2).all(|pair| pair[0] < pair[1]), "never-hit probes not sorted: {never:?}");
+    let json = simulator(&["--seeds", "0..20", "--steps", "200", "--json", "--require-probes"]);
+    assert_eq!(json.status.code(), Some(1), "--require-probes passed with probes never hit: {}", stdout(&json));
+    let summary: serde_json::Value = serde_json::from_str(stdout(&json).trim()).expect("one JSON object");
+    assert_eq!(summary["declared_probes"].as_array().map(Vec::len), Some(engine::PROBES.len()));
+    let never_json: Vec<&str> =
+        summary["probes_never_hit"].as_array().expect("a list").iter().filter_map(|name| name.as_str()).collect();
+    assert_eq!(never_json, never);
+    let missing = summary["missing_coverage"].as_array().expect("a list");
+    assert!(never.iter().all(|name| missing.contains(&serde_json::json!(format!("probe.{name}")))), "{missing:?}");
 }

@@ -278,6 +278,11 @@ impl Target for EngineTarget {
         names
     }
 
+    /// The engine's probes: its rare paths (`engine::PROBES`).
+    fn probes() -> Vec<&'static str> {
+        engine::PROBES.to_vec()
+    }
+
     fn canaries() -> Vec<&'static str> {
         #[cfg(feature = "canaries")]
         return engine::canary::CANARIES.to_vec();

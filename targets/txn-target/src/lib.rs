@@ -412,6 +412,11 @@ impl Target for TxnTarget {
     }
 
     /// The engine's transaction-layer canaries (with the `canaries` feature).
+    /// The engine's probes: its rare paths (`engine::PROBES`).
+    fn probes() -> Vec<&'static str> {
+        engine::PROBES.to_vec()
+    }
+
     fn canaries() -> Vec<&'static str> {
         canary::TRANSACTION.to_vec()
     }

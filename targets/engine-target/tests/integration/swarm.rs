@@ -20,6 +20,10 @@ fn a_small_swarm_passes_with_coverage() {
     assert!(summary.coverage.get("flushes") > 0, "{:?}", summary.coverage);
     assert!(summary.coverage.get("crashes") > 0, "{:?}", summary.coverage);
     assert!(!summary.required.is_empty());
+    let declared: Vec<&str> = summary.declared_probes.iter().map(String::as_str).collect();
+    assert_eq!(declared, engine::PROBES, "the swarm reports the engine's declared probes");
+    assert!(!summary.probes_hit().is_empty(), "20 seeds hit no engine probe: {:?}", summary.coverage);
+    assert!(summary.probes_undeclared().is_empty(), "{:?}", summary.probes_undeclared());
 }
 
 #[test]
