@@ -7,9 +7,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::SimEnv;
-use super::disk::{Node, PendingData, is_root, parent_of};
+use super::disk::{Node, PendingData};
 use super::faults::{FaultKind, tag};
 use super::file::SimFile;
+use super::names::{is_root, parent_of};
 use super::world::World;
 use crate::random::{chance_ppm, hash_bytes, keyed};
 use crate::{Env, Error, Op, OpenOptions, Result, Task, TaskHandle};
@@ -82,19 +83,20 @@ impl Env for SimEnv {
                 return Err(Error::NotFound { op: Op::Open, path: parent_of(path) });
             }
             None => {
-                let key = world.meta_key(path);
-                world.disk.create_file(path, key)
+                let (path_id, key) = world.meta_key(path);
+                world.disk.create_file(path_id, key)
             }
         };
         let path_id = world.path_id(path);
         let epoch = world.epoch;
-        if options.truncate && options.write && !world.disk.inodes[&inode].current.is_empty() {
+        let empty = world.disk.inode(inode).expect("inode exists").current.is_empty();
+        if options.truncate && options.write && !empty {
             let (path_hash, op_index) = world.next_operation(path_id);
-            let inode_state = world.disk.inodes.get_mut(&inode).expect("inode exists");
+            let mut inode_state = world.disk.inode_mut(inode).expect("inode exists");
             inode_state.current.clear();
             inode_state.pending.push(PendingData::SetLen { len: 0, key: keyed(&[path_hash, op_index]) });
         }
-        world.disk.inodes.get_mut(&inode).expect("inode exists").open_handles += 1;
+        world.disk.inode_mut(inode).expect("inode exists").open_handles += 1;
         Ok(SimFile {
             world: Arc::clone(&self.world),
             inode,
@@ -128,8 +130,8 @@ impl Env for SimEnv {
             cursor = dir.parent();
         }
         for dir in missing.iter().rev() {
-            let key = world.meta_key(dir);
-            world.disk.mkdir(dir, key);
+            let (path_id, key) = world.meta_key(dir);
+            world.disk.mkdir(path_id, key);
         }
         Ok(())
     }
@@ -156,8 +158,8 @@ impl Env for SimEnv {
         world.begin_io(Op::Remove, path, None)?;
         match world.disk.lookup(path) {
             Some(Node::File(_)) => {
-                let key = world.meta_key(path);
-                world.disk.remove(path, key);
+                let (path_id, key) = world.meta_key(path);
+                world.disk.remove(path_id, key);
                 Ok(())
             }
             Some(Node::Dir) => {
@@ -179,8 +181,9 @@ impl Env for SimEnv {
         }
         match (world.disk.lookup(from), world.disk.lookup(to)) {
             (Some(Node::File(_)), None | Some(Node::File(_))) => {
-                let key = world.meta_key(to);
-                world.disk.rename(from, to, key);
+                let (to_id, key) = world.meta_key(to);
+                let from_id = world.disk.names.get(from).expect("a named file is interned");
+                world.disk.rename(from_id, to_id, key);
                 Ok(())
             }
             (None, _) => Err(Error::NotFound { op: Op::Rename, path: from.into() }),
@@ -210,8 +213,8 @@ impl Env for SimEnv {
                 return Err(Error::InvalidInput { op: Op::Lock, path: path.into(), message: "is a directory".into() });
             }
             None if world.current_dir_exists(&parent_of(path)) => {
-                let key = world.meta_key(path);
-                world.disk.create_file(path, key);
+                let (path_id, key) = world.meta_key(path);
+                world.disk.create_file(path_id, key);
             }
             None => return Err(Error::NotFound { op: Op::Lock, path: parent_of(path) }),
         }
