@@ -20,6 +20,14 @@ use crate::target::{Coverage, FailureKind, Target, Violation};
 pub const STEPS_MAX: u64 = 100_000_000;
 /// The most history entries a failure report keeps.
 pub const HISTORY_STEPS_MAX: usize = 1000;
+/// A generated run whose system stays unavailable for this many steps in a row stops stepping and goes straight to
+/// its liveness phase (faults healed: the system must reopen and converge) and final crash, counting
+/// `unavailable_cutoffs`; more such steps would only retry the same failing open or reopen (ADR-seeds-perf). A step
+/// counts when it is observed `unavailable` (every open failed, a fault excusing it) or ends with a reopen still
+/// pending (the reopen an excused error asked for could not verify the system without another excused error: a
+/// damaged store, or reads that fail more often than a full verification can get through); other idle steps
+/// (skipped, armed, injected) neither count nor break the run.
+pub const UNAVAILABLE_STEPS_MAX: u64 = 20;
 
 /// How to run.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -353,35 +361,11 @@ fn execute<T: Target>(
             return outcome(run, schedule, Coverage::default());
         }
     };
-    let mut rng = DeterministicRng::stream(seed, "workload");
-    for index in 0..steps_total {
-        let step = match replay {
-            Some(steps) => steps[usize::try_from(index).expect("index fits")].clone(),
-            None => match guarded("generate", || Ok(session.generate(&mut rng))) {
-                Ok(step) => step,
-                Err(violation) => {
-                    run.fail(index, "generate", violation);
-                    break;
-                }
-            },
-        };
-        env.set_step(index);
-        run.steps_run += 1;
-        let result = guarded("step", || session.apply(&step));
-        schedule.steps.push(step.clone());
-        match result {
-            Ok(observation) => run.recorder.record(index, &step, Some(&observation)),
-            Err(violation) => {
-                run.recorder.record(index, &step, None);
-                run.fail(index, "step", violation);
-                break;
-            }
-        }
-    }
+    run_steps(&mut run, &mut session, &mut schedule, replay, steps_total);
     if run.failure.is_none() {
-        env.set_step(steps_total);
+        env.set_step(run.steps_run);
         if let Err(violation) = guarded("finale", || session.finale()) {
-            run.fail(steps_total, session.stage, violation);
+            run.fail(run.steps_run, session.stage, violation);
         }
     }
     run.recorder.hasher.write_u64(u64::from(run.failure.is_some()));
@@ -395,6 +379,63 @@ fn execute<T: Target>(
     };
     dispose(session, run.panicked);
     outcome(run, schedule, coverage)
+}
+
+/// Generate (or replay) and apply the steps. Returns when every step ran, one failed, or — generating only — the system stayed unavailable for
+/// [`UNAVAILABLE_STEPS_MAX`] steps: the schedule then ends there, so its replay runs exactly the steps that ran.
+fn run_steps<T: Target>(
+    run: &mut Run<T>,
+    session: &mut Session<T>,
+    schedule: &mut ScheduleOf<T>,
+    replay: Option<&[Step<T::Op>]>,
+    steps_total: u64,
+) {
+    let env = session.world.env().clone();
+    let mut rng = DeterministicRng::stream(schedule.seed, "workload");
+    let mut unavailable = 0;
+    for index in 0..steps_total {
+        let step = match replay {
+            Some(steps) => steps[usize::try_from(index).expect("index fits")].clone(),
+            None => match guarded("generate", || Ok(session.generate(&mut rng))) {
+                Ok(step) => step,
+                Err(violation) => {
+                    run.fail(index, "generate", violation);
+                    return;
+                }
+            },
+        };
+        env.set_step(index);
+        run.steps_run += 1;
+        let result = guarded("step", || session.apply(&step));
+        schedule.steps.push(step.clone());
+        match result {
+            Ok(observation) => {
+                run.recorder.record(index, &step, Some(&observation));
+                let stuck = session.world.reopen_pending;
+                unavailable = unavailable_streak(unavailable, &observation, stuck, T::is_idle);
+            }
+            Err(violation) => {
+                run.recorder.record(index, &step, None);
+                run.fail(index, "step", violation);
+                return;
+            }
+        }
+        if replay.is_none() && unavailable >= UNAVAILABLE_STEPS_MAX {
+            session.world.count("unavailable_cutoffs");
+            return;
+        }
+    }
+}
+
+/// The run of unavailable steps ([`UNAVAILABLE_STEPS_MAX`]) after one more step: one longer for a step observed
+/// `unavailable` or ending with a reopen `pending`, the same for another idle step, none after a step that did work.
+fn unavailable_streak<O>(streak: u64, observed: &Observed<O>, pending: bool, op_idle: impl FnOnce(&O) -> bool) -> u64 {
+    match observed {
+        Observed::Unavailable { .. } => streak + 1,
+        _ if pending => streak + 1,
+        idle if idle.is_idle_with(op_idle) => streak,
+        _ => 0,
+    }
 }
 
 /// Drop the session. After a panic its system may be poisoned and panic again when dropped (redb does): it is
