@@ -9,6 +9,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use env::{DeterministicRng, SimEnv, StableHasher};
 use serde::{Deserialize, Serialize};
 
+use crate::budget::{WORK_BUDGET_INVARIANT, overrun, work_limit};
 use crate::config::{FaultProfile, WorldConfig};
 use crate::digest::digest_serde;
 use crate::protocol::Session;
@@ -298,6 +299,9 @@ fn guarded<R>(what: &str, f: impl FnOnce() -> Result<R, Violation>) -> Result<R,
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(result) => result,
         Err(payload) => {
+            if let Some(violation) = overrun(payload.as_ref()) {
+                return Err(violation);
+            }
             let mut message = payload
                 .downcast_ref::<&str>()
                 .map(|text| (*text).to_string())
@@ -337,7 +341,8 @@ struct Run<T: Target> {
 
 impl<T: Target> Run<T> {
     fn fail(&mut self, step: u64, phase: &str, violation: Violation) {
-        self.panicked |= violation.kind == FailureKind::Panic;
+        // A panic or a work budget overrun unwound through the system: it may be mid-operation.
+        self.panicked |= violation.kind == FailureKind::Panic || violation.invariant == WORK_BUDGET_INVARIANT;
         self.failure = Some(self.recorder.failure(step, phase, violation));
     }
 }
@@ -354,6 +359,7 @@ fn execute<T: Target>(
     let mut run = Run::<T> { recorder: Recorder::new(seed, options), failure: None, panicked: false, steps_run: 0 };
     let steps_total = replay.map_or(options.steps, |steps| steps.len() as u64);
     let (world, config) = (schedule.world.clone(), schedule.config.clone());
+    env.set_work_limit(Some(work_limit(0, false)));
     let mut session = match guarded("open", || Session::<T>::start(env.clone(), &world, &config)) {
         Ok(session) => session,
         Err(violation) => {
@@ -364,10 +370,12 @@ fn execute<T: Target>(
     run_steps(&mut run, &mut session, &mut schedule, replay, steps_total);
     if run.failure.is_none() {
         env.set_step(run.steps_run);
+        env.set_work_limit(Some(work_limit(run.steps_run, true)));
         if let Err(violation) = guarded("finale", || session.finale()) {
             run.fail(run.steps_run, session.stage, violation);
         }
     }
+    env.set_work_limit(None);
     run.recorder.hasher.write_u64(u64::from(run.failure.is_some()));
     let coverage = if run.panicked {
         Coverage::default()
@@ -381,7 +389,8 @@ fn execute<T: Target>(
     outcome(run, schedule, coverage)
 }
 
-/// Generate (or replay) and apply the steps. Returns when every step ran, one failed, or — generating only — the system stayed unavailable for
+/// Generate (or replay) and apply the steps, each under its share of the work budget ([`crate::budget`]).
+/// Returns when every step ran, one failed, or — generating only — the system stayed unavailable for
 /// [`UNAVAILABLE_STEPS_MAX`] steps: the schedule then ends there, so its replay runs exactly the steps that ran.
 fn run_steps<T: Target>(
     run: &mut Run<T>,
@@ -405,6 +414,7 @@ fn run_steps<T: Target>(
             },
         };
         env.set_step(index);
+        env.set_work_limit(Some(work_limit(index + 1, false)));
         run.steps_run += 1;
         let result = guarded("step", || session.apply(&step));
         schedule.steps.push(step.clone());

@@ -42,7 +42,7 @@ impl Env for SimEnv {
     type Lock = SimLock;
 
     fn now(&self) -> Duration {
-        let mut world = self.lock_world();
+        let mut world = self.lock_call("now");
         let read = world.clock_reads;
         world.clock_reads += 1;
         let value = keyed(&[world.seed, tag::CLOCK, read]);
@@ -55,15 +55,16 @@ impl Env for SimEnv {
     }
 
     fn sleep(&self, duration: Duration) {
-        self.advance_clock(duration);
+        let mut world = self.lock_call("sleep");
+        world.clock_nanos = world.clock_nanos.saturating_add(super::duration_nanos(duration));
     }
 
     fn random_u64(&self) -> u64 {
-        self.lock_world().engine_rng.next_u64()
+        self.lock_call("random_u64").engine_rng.next_u64()
     }
 
     fn open(&self, path: &Path, options: OpenOptions) -> Result<SimFile> {
-        let mut world = self.lock_world();
+        let mut world = self.lock_call("open");
         world.begin_io(Op::Open, path, None)?;
         if (options.create || options.truncate) && !options.write {
             // As std (and so RealEnv) does: creating or truncating needs write access.
@@ -108,7 +109,7 @@ impl Env for SimEnv {
     }
 
     fn create_dir_all(&self, path: &Path) -> Result<()> {
-        let mut world = self.lock_world();
+        let mut world = self.lock_call("create_dir_all");
         world.begin_io(Op::CreateDir, path, None)?;
         let mut missing = Vec::new();
         let mut cursor = Some(path);
@@ -137,7 +138,7 @@ impl Env for SimEnv {
     }
 
     fn list_dir(&self, path: &Path) -> Result<Vec<PathBuf>> {
-        let mut world = self.lock_world();
+        let mut world = self.lock_call("list_dir");
         world.begin_io(Op::ListDir, path, None)?;
         if !world.current_dir_exists(path) {
             return Err(Error::NotFound { op: Op::ListDir, path: path.into() });
@@ -146,7 +147,7 @@ impl Env for SimEnv {
     }
 
     fn exists(&self, path: &Path) -> Result<bool> {
-        let world = self.lock_world();
+        let world = self.lock_call("exists");
         if world.halted {
             return Err(Error::Crashed { op: Op::Exists, path: path.into() });
         }
@@ -154,7 +155,7 @@ impl Env for SimEnv {
     }
 
     fn remove_file(&self, path: &Path) -> Result<()> {
-        let mut world = self.lock_world();
+        let mut world = self.lock_call("remove_file");
         world.begin_io(Op::Remove, path, None)?;
         match world.disk.lookup(path) {
             Some(Node::File(_)) => {
@@ -170,7 +171,7 @@ impl Env for SimEnv {
     }
 
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
-        let mut world = self.lock_world();
+        let mut world = self.lock_call("rename");
         world.begin_io(Op::Rename, from, None)?;
         if parent_of(from) != parent_of(to) {
             return Err(Error::InvalidInput {
@@ -192,7 +193,7 @@ impl Env for SimEnv {
     }
 
     fn sync_dir(&self, path: &Path) -> Result<()> {
-        let mut world = self.lock_world();
+        let mut world = self.lock_call("sync_dir");
         world.begin_io(Op::SyncDir, path, None)?;
         if !world.current_dir_exists(path) {
             return Err(Error::NotFound { op: Op::SyncDir, path: path.into() });
@@ -202,7 +203,7 @@ impl Env for SimEnv {
     }
 
     fn lock(&self, path: &Path) -> Result<SimLock> {
-        let mut world = self.lock_world();
+        let mut world = self.lock_call("lock");
         world.begin_io(Op::Lock, path, None)?;
         if world.locks.contains(path) {
             return Err(Error::Locked { op: Op::Lock, path: path.into() });
@@ -235,7 +236,7 @@ impl Env for SimEnv {
     }
 
     fn buggify(&self, site: &'static str) -> bool {
-        let mut world = self.lock_world();
+        let mut world = self.lock_call("buggify");
         if !world.buggify_enabled || world.config.buggify_site_ppm == 0 {
             return false;
         }

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::MISDIRECT_SECTORS_MAX;
+use super::budget::lock_charged;
 use super::disk::{InodeId, PendingData, write_into};
 use super::faults::{FaultKind, detail};
 use super::world::World;
@@ -41,10 +42,9 @@ impl Drop for SimFile {
 }
 
 impl SimFile {
-    fn lock(&self) -> MutexGuard<'_, World> {
-        let mut world = self.world.lock().expect("SimEnv world poisoned by an earlier panic");
-        world.assert_owner();
-        world
+    /// Lock the world for one counted call ([`super::budget`]).
+    fn lock(&self, call: &'static str) -> MutexGuard<'_, World> {
+        lock_charged(&self.world, 1, call)
     }
 
     fn io_error(&self, op: Op, what: &str) -> Error {
@@ -71,7 +71,7 @@ impl File for SimFile {
     }
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
-        let mut world = self.lock();
+        let mut world = self.lock("read_at");
         world.begin_io(Op::Read, &self.path, Some(self.epoch))?;
         let (path_hash, op_index) = world.data_key(self.path_id, offset, false);
         world.maybe_latency(&self.path, path_hash, op_index);
@@ -99,7 +99,7 @@ impl File for SimFile {
     }
 
     fn write_at(&self, offset: u64, data: &[u8]) -> Result<usize> {
-        let mut world = self.lock();
+        let mut world = self.lock("write_at");
         world.begin_io(Op::Write, &self.path, Some(self.epoch))?;
         if !self.writable {
             return Err(Error::InvalidInput {
@@ -167,7 +167,7 @@ impl File for SimFile {
     }
 
     fn sync(&self) -> Result<()> {
-        let mut world = self.lock();
+        let mut world = self.lock("sync");
         world.begin_io(Op::Sync, &self.path, Some(self.epoch))?;
         let (path_hash, op_index) = world.sync_key(self.path_id);
         world.maybe_latency(&self.path, path_hash, op_index);
@@ -203,7 +203,7 @@ impl File for SimFile {
     }
 
     fn set_len(&self, len_bytes: u64) -> Result<()> {
-        let mut world = self.lock();
+        let mut world = self.lock("set_len");
         world.begin_io(Op::SetLen, &self.path, Some(self.epoch))?;
         if !self.writable {
             return Err(Error::InvalidInput {
@@ -233,7 +233,7 @@ impl File for SimFile {
     }
 
     fn len(&self) -> Result<u64> {
-        let world = self.lock();
+        let world = self.lock("len");
         if world.epoch != self.epoch {
             return Err(Error::StaleHandle { op: Op::Len, path: self.path.clone() });
         }

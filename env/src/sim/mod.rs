@@ -10,6 +10,7 @@
 //! ([`SimFile`], where data faults fire), `scheduler` (background tasks), `env_impl` (`Env for SimEnv`), and the
 //! pure `disk` model and `faults` configuration they share.
 
+mod budget;
 mod disk;
 mod env_impl;
 mod faults;
@@ -24,6 +25,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+pub use self::budget::WorkBudgetExceeded;
 use self::disk::Node;
 pub use self::env_impl::SimLock;
 pub use self::faults::{ExplicitFault, FaultConfig, FaultKeying, FaultKind, FaultRecord};

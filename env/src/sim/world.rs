@@ -41,6 +41,9 @@ pub(super) struct World {
     pub(super) epoch: u64,
     pub(super) halted: bool,
     pub(super) io_count: u64,
+    /// Units of work done ([`super::budget`]) and the limit set on them.
+    pub(super) work_done: u64,
+    pub(super) work_limit: Option<u64>,
     pub(super) crash_at_io: Option<u64>,
     pub(super) crash_count: u64,
     pub(super) last_crash: Option<(Op, PathBuf)>,
@@ -114,6 +117,8 @@ impl World {
             epoch: 0,
             halted: false,
             io_count: 0,
+            work_done: 0,
+            work_limit: None,
             crash_at_io: None,
             crash_count: 0,
             last_crash: None,
