@@ -259,14 +259,38 @@ fn read_segment<E: Env>(env: &E, path: &Path) -> Result<(crate::wal::WalScan, E:
     Ok((scan, file))
 }
 
+/// Install the recovered state (step 5). A failure leaves no file of its own behind (ADR-seeds-perf): the new log
+/// segment is empty and no manifest needs it (one that names it as the log finds nothing to replay), and a table
+/// whose write failed has a fresh number no manifest names. Without this, every open that fails here (a full
+/// disk: the table does not fit) adds two files that every later open lists and replays.
 fn install_recovered<E: Env>(inner: &Arc<Inner<E>>, memtable: &Memtable) -> Result<()> {
+    let result = install_recovered_files(inner, memtable);
+    if result.is_err() {
+        let wal = inner.wal_path(inner.state().wal.number());
+        remove_quietly(inner, &wal);
+    }
+    result
+}
+
+/// Best effort: a file that cannot be removed now is an orphan the next successful open removes.
+fn remove_quietly<E: Env>(inner: &Inner<E>, path: &Path) {
+    let _ = inner.env.remove_file(path);
+}
+
+fn install_recovered_files<E: Env>(inner: &Arc<Inner<E>>, memtable: &Memtable) -> Result<()> {
     let entries: Vec<Entry> = memtable.entries().collect();
     let mut state = inner.state();
     let added = if entries.is_empty() {
         Vec::new()
     } else {
         let number = state.allocate_file_number();
-        vec![write_table(inner, number, 0, &entries)?]
+        match write_table(inner, number, 0, &entries) {
+            Ok(table) => vec![table],
+            Err(error) => {
+                remove_quietly(inner, &inner.table_path(number));
+                return Err(error);
+            }
+        }
     };
     inner.env.sync_dir(&inner.dir)?;
     let version = state.version.apply(&[], added);

@@ -53,7 +53,9 @@ pub use error::{Error, Op, Result};
 pub use random::{DeterministicHashMap, DeterministicHashSet, DeterministicRng, StableHasher};
 pub use real::RealEnv;
 #[cfg(feature = "sim")]
-pub use sim::{ExplicitFault, FaultConfig, FaultKeying, FaultKind, FaultRecord, FileReport, SimEnv};
+pub use sim::{
+    ExplicitFault, FaultConfig, FaultKeying, FaultKind, FaultRecord, FileReport, SimEnv, WorkBudgetExceeded,
+};
 pub use task::{Task, TaskHandle, TaskStep};
 
 /// How many times [`File::write_all_at`] retries a short write before giving up.

@@ -187,6 +187,10 @@ impl Hasher for StableHasher {
 #[expect(clippy::disallowed_types, reason = "this alias is the one approved use of std's HashMap (ADR-0002)")]
 pub type DeterministicHashMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<StableHasher>>;
 
+/// Paths to values with the fixed hasher: the simulated disk's path interner, which only looks paths up and never
+/// iterates the map.
+pub(crate) type PathMap<V> = DeterministicHashMap<std::path::PathBuf, V>;
+
 /// The approved hash set; see [`DeterministicHashMap`].
 #[expect(clippy::disallowed_types, reason = "this alias is the one approved use of std's HashSet (ADR-0002)")]
 pub type DeterministicHashSet<K> = std::collections::HashSet<K, BuildHasherDefault<StableHasher>>;

@@ -27,11 +27,13 @@
 //! * [`config`]: the world's per-seed configuration and fault profiles.
 //! * [`step`]: schedule steps ([`Step`], [`WorldStep`]) and observations ([`Observed`]).
 //! * [`schedule`], [`runner`], [`swarm`], [`shrink`]: replayable schedules, the step loop, many seeds, shrinking.
+//! * [`budget`]: every run's budget of simulated work (a hang is a failure).
 //! * [`digest`]: digests through serde encodings.
 //! * [`seeds`]: a directory of seed files as tests.
 //! * [`cli`]: the command line as a library.
 //! * [`kit`]: helpers key-value targets share (value specs, key encoding, workload shapes).
 
+pub mod budget;
 pub mod cli;
 pub mod config;
 pub mod digest;

@@ -231,6 +231,7 @@ impl<T: Target> Session<T> {
     fn open_system(&mut self) -> Result<bool, Violation> {
         assert!(!self.target.is_open(), "open with the system already open");
         for _ in 0..OPEN_ATTEMPTS_MAX {
+            self.env().charge_work(1, "open attempt");
             let faults_before = self.world.faults_total();
             match self.target.open(self.world.env()) {
                 Ok(()) => {

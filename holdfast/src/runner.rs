@@ -9,6 +9,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use env::{DeterministicRng, SimEnv, StableHasher};
 use serde::{Deserialize, Serialize};
 
+use crate::budget::{WORK_BUDGET_INVARIANT, overrun, work_limit};
 use crate::config::{FaultProfile, WorldConfig};
 use crate::digest::digest_serde;
 use crate::protocol::Session;
@@ -20,6 +21,14 @@ use crate::target::{Coverage, FailureKind, Target, Violation};
 pub const STEPS_MAX: u64 = 100_000_000;
 /// The most history entries a failure report keeps.
 pub const HISTORY_STEPS_MAX: usize = 1000;
+/// A generated run whose system stays unavailable for this many steps in a row stops stepping and goes straight to
+/// its liveness phase (faults healed: the system must reopen and converge) and final crash, counting
+/// `unavailable_cutoffs`; more such steps would only retry the same failing open or reopen (ADR-seeds-perf). A step
+/// counts when it is observed `unavailable` (every open failed, a fault excusing it) or ends with a reopen still
+/// pending (the reopen an excused error asked for could not verify the system without another excused error: a
+/// damaged store, or reads that fail more often than a full verification can get through); other idle steps
+/// (skipped, armed, injected) neither count nor break the run.
+pub const UNAVAILABLE_STEPS_MAX: u64 = 20;
 
 /// How to run.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -292,6 +301,9 @@ fn guarded<R>(what: &str, f: impl FnOnce() -> Result<R, Violation>) -> Result<R,
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(result) => result,
         Err(payload) => {
+            if let Some(violation) = overrun(payload.as_ref()) {
+                return Err(violation);
+            }
             let mut message = payload
                 .downcast_ref::<&str>()
                 .map(|text| (*text).to_string())
@@ -331,7 +343,8 @@ struct Run<T: Target> {
 
 impl<T: Target> Run<T> {
     fn fail(&mut self, step: u64, phase: &str, violation: Violation) {
-        self.panicked |= violation.kind == FailureKind::Panic;
+        // A panic or a work budget overrun unwound through the system: it may be mid-operation.
+        self.panicked |= violation.kind == FailureKind::Panic || violation.invariant == WORK_BUDGET_INVARIANT;
         self.failure = Some(self.recorder.failure(step, phase, violation));
     }
 }
@@ -348,6 +361,7 @@ fn execute<T: Target>(
     let mut run = Run::<T> { recorder: Recorder::new(seed, options), failure: None, panicked: false, steps_run: 0 };
     let steps_total = replay.map_or(options.steps, |steps| steps.len() as u64);
     let (world, config) = (schedule.world.clone(), schedule.config.clone());
+    env.set_work_limit(Some(work_limit(0, false)));
     let mut session = match guarded("open", || Session::<T>::start(env.clone(), &world, &config)) {
         Ok(session) => session,
         Err(violation) => {
@@ -355,37 +369,15 @@ fn execute<T: Target>(
             return outcome(run, schedule, Coverage::default());
         }
     };
-    let mut rng = DeterministicRng::stream(seed, "workload");
-    for index in 0..steps_total {
-        let step = match replay {
-            Some(steps) => steps[usize::try_from(index).expect("index fits")].clone(),
-            None => match guarded("generate", || Ok(session.generate(&mut rng))) {
-                Ok(step) => step,
-                Err(violation) => {
-                    run.fail(index, "generate", violation);
-                    break;
-                }
-            },
-        };
-        env.set_step(index);
-        run.steps_run += 1;
-        let result = guarded("step", || session.apply(&step));
-        schedule.steps.push(step.clone());
-        match result {
-            Ok(observation) => run.recorder.record(index, &step, Some(&observation)),
-            Err(violation) => {
-                run.recorder.record(index, &step, None);
-                run.fail(index, "step", violation);
-                break;
-            }
-        }
-    }
+    run_steps(&mut run, &mut session, &mut schedule, replay, steps_total);
     if run.failure.is_none() {
-        env.set_step(steps_total);
+        env.set_step(run.steps_run);
+        env.set_work_limit(Some(work_limit(run.steps_run, true)));
         if let Err(violation) = guarded("finale", || session.finale()) {
-            run.fail(steps_total, session.stage, violation);
+            run.fail(run.steps_run, session.stage, violation);
         }
     }
+    env.set_work_limit(None);
     run.recorder.hasher.write_u64(u64::from(run.failure.is_some()));
     let coverage = if run.panicked {
         Coverage::default()
@@ -397,6 +389,65 @@ fn execute<T: Target>(
     };
     dispose(session, run.panicked);
     outcome(run, schedule, coverage)
+}
+
+/// Generate (or replay) and apply the steps, each under its share of the work budget ([`crate::budget`]).
+/// Returns when every step ran, one failed, or — generating only — the system stayed unavailable for
+/// [`UNAVAILABLE_STEPS_MAX`] steps: the schedule then ends there, so its replay runs exactly the steps that ran.
+fn run_steps<T: Target>(
+    run: &mut Run<T>,
+    session: &mut Session<T>,
+    schedule: &mut ScheduleOf<T>,
+    replay: Option<&[Step<T::Op>]>,
+    steps_total: u64,
+) {
+    let env = session.world.env().clone();
+    let mut rng = DeterministicRng::stream(schedule.seed, "workload");
+    let mut unavailable = 0;
+    for index in 0..steps_total {
+        let step = match replay {
+            Some(steps) => steps[usize::try_from(index).expect("index fits")].clone(),
+            None => match guarded("generate", || Ok(session.generate(&mut rng))) {
+                Ok(step) => step,
+                Err(violation) => {
+                    run.fail(index, "generate", violation);
+                    return;
+                }
+            },
+        };
+        env.set_step(index);
+        env.set_work_limit(Some(work_limit(index + 1, false)));
+        run.steps_run += 1;
+        let result = guarded("step", || session.apply(&step));
+        schedule.steps.push(step.clone());
+        match result {
+            Ok(observation) => {
+                run.recorder.record(index, &step, Some(&observation));
+                let stuck = session.world.reopen_pending;
+                unavailable = unavailable_streak(unavailable, &observation, stuck, T::is_idle);
+            }
+            Err(violation) => {
+                run.recorder.record(index, &step, None);
+                run.fail(index, "step", violation);
+                return;
+            }
+        }
+        if replay.is_none() && unavailable >= UNAVAILABLE_STEPS_MAX {
+            session.world.count("unavailable_cutoffs");
+            return;
+        }
+    }
+}
+
+/// The run of unavailable steps ([`UNAVAILABLE_STEPS_MAX`]) after one more step: one longer for a step observed
+/// `unavailable` or ending with a reopen `pending`, the same for another idle step, none after a step that did work.
+fn unavailable_streak<O>(streak: u64, observed: &Observed<O>, pending: bool, op_idle: impl FnOnce(&O) -> bool) -> u64 {
+    match observed {
+        Observed::Unavailable { .. } => streak + 1,
+        _ if pending => streak + 1,
+        idle if idle.is_idle_with(op_idle) => streak,
+        _ => 0,
+    }
 }
 
 /// Drop the session. After a panic its system may be poisoned and panic again when dropped (redb does): it is

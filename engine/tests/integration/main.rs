@@ -3,6 +3,7 @@
 mod conflict_cause;
 mod corruption;
 mod crash;
+mod disk_full;
 mod isolation;
 mod model;
 mod persistence;

@@ -10,17 +10,14 @@
 //!   come from the caller, as pure functions of stable keys.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
 
+pub(crate) use super::names::Node;
+use super::names::{DirKey, Namespace, PathId, PathTable, is_root};
 use crate::SECTOR_SIZE_BYTES;
 
 pub(crate) type InodeId = u64;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Node {
-    File(InodeId),
-    Dir,
-}
 
 #[derive(Clone, Debug)]
 pub(crate) enum PendingData {
@@ -30,10 +27,18 @@ pub(crate) enum PendingData {
 
 #[derive(Clone, Debug)]
 pub(crate) enum MetaOp {
-    Create { path: PathBuf, inode: InodeId },
-    Mkdir { path: PathBuf },
-    Remove { path: PathBuf },
-    Rename { from: PathBuf, to: PathBuf },
+    Create { path: PathId, inode: InodeId },
+    Mkdir { path: PathId },
+    Remove { path: PathId },
+    Rename { from: PathId, to: PathId },
+}
+
+/// A metadata operation waiting for its directory's sync: the directory, the operation, its stable key.
+#[derive(Clone, Debug)]
+struct PendingMeta {
+    dir: DirKey,
+    op: MetaOp,
+    key: u64,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -44,6 +49,9 @@ pub(crate) struct Inode {
     /// Sector indexes whose media is bad: reads return garbage there until the sector is rewritten.
     pub(crate) latent_sectors: BTreeSet<u64>,
     pub(crate) open_handles: u64,
+    /// Names (current and durable) and pending creates that refer to this inode: garbage once none does and no
+    /// handle is open. A pending create counts: a crash may keep it, and the file must still be there.
+    links: u64,
 }
 
 /// What a crash does to one pending write.
@@ -76,182 +84,302 @@ pub(crate) struct CrashEffects {
     pub(crate) sectors_garbled: Vec<(InodeId, u64)>,
 }
 
+/// The disk. Every per-operation cost is independent of how many files the run has created (ADR-seeds-perf):
+/// names are interned ids, each directory indexes its entries and its pending metadata operations, inodes
+/// count their names, and the bytes in use are a running total.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Disk {
-    pub(crate) current: BTreeMap<PathBuf, Node>,
-    pub(crate) durable: BTreeMap<PathBuf, Node>,
-    pub(crate) pending_meta: Vec<(PathBuf, MetaOp, u64)>,
-    pub(crate) inodes: BTreeMap<InodeId, Inode>,
+    pub(crate) names: PathTable,
+    pub(crate) current: Namespace,
+    pub(crate) durable: Namespace,
+    /// Pending metadata operations in the order they happened (by sequence number), and each directory's.
+    pending_meta: BTreeMap<u64, PendingMeta>,
+    pending_by_dir: BTreeMap<DirKey, Vec<u64>>,
+    next_meta: u64,
+    inodes: BTreeMap<InodeId, Inode>,
+    /// Inodes no name refers to (still there while a handle is open): the only garbage candidates.
+    unlinked: BTreeSet<InodeId>,
+    /// The sum of every inode's current length (what the disk quota measures).
+    used_bytes: u64,
     next_inode: InodeId,
 }
 
-pub(crate) fn is_root(path: &Path) -> bool {
-    path.as_os_str().is_empty() || path == Path::new("/")
+/// An inode borrowed for change: the disk's byte count follows any change of its current length.
+pub(crate) struct InodeMut<'a> {
+    inode: &'a mut Inode,
+    used_bytes: &'a mut u64,
+    len_before: u64,
 }
 
-pub(crate) fn parent_of(path: &Path) -> PathBuf {
-    path.parent().map(Path::to_path_buf).unwrap_or_default()
+impl Deref for InodeMut<'_> {
+    type Target = Inode;
+
+    fn deref(&self) -> &Inode {
+        self.inode
+    }
 }
 
-fn namespace_is_dir(namespace: &BTreeMap<PathBuf, Node>, path: &Path) -> bool {
-    is_root(path) || namespace.get(path) == Some(&Node::Dir)
+impl DerefMut for InodeMut<'_> {
+    fn deref_mut(&mut self) -> &mut Inode {
+        self.inode
+    }
+}
+
+impl Drop for InodeMut<'_> {
+    fn drop(&mut self) {
+        let len_after = self.inode.current.len() as u64;
+        *self.used_bytes = (*self.used_bytes - self.len_before) + len_after;
+    }
 }
 
 impl Disk {
     pub(crate) fn is_dir(&self, path: &Path) -> bool {
-        namespace_is_dir(&self.current, path)
+        self.names.dir_key(path).is_some_and(|dir| self.current.is_dir(dir))
     }
 
     pub(crate) fn lookup(&self, path: &Path) -> Option<Node> {
         if is_root(path) {
             return Some(Node::Dir);
         }
-        self.current.get(path).copied()
+        self.current.get(self.names.get(path)?)
+    }
+
+    /// What `path` names in the durable namespace (the root is never an entry).
+    pub(crate) fn lookup_durable(&self, path: &Path) -> Option<Node> {
+        self.durable.get(self.names.get(path)?)
+    }
+
+    /// The inode `id`, if it exists.
+    pub(crate) fn inode(&self, id: InodeId) -> Option<&Inode> {
+        self.inodes.get(&id)
+    }
+
+    /// The inode `id` for change, if it exists.
+    pub(crate) fn inode_mut(&mut self, id: InodeId) -> Option<InodeMut<'_>> {
+        let inode = self.inodes.get_mut(&id)?;
+        let len_before = inode.current.len() as u64;
+        Some(InodeMut { inode, used_bytes: &mut self.used_bytes, len_before })
     }
 
     /// Create an empty file at `path` (its parent must be a directory). Pending until the parent is synced.
-    pub(crate) fn create_file(&mut self, path: &Path, key: u64) -> InodeId {
-        assert!(self.lookup(path).is_none(), "create_file over an existing entry");
-        assert!(self.is_dir(&parent_of(path)), "create_file without a parent directory");
+    pub(crate) fn create_file(&mut self, path: PathId, key: u64) -> InodeId {
+        assert!(self.current.get(path).is_none(), "create_file over an existing entry");
+        let dir = self.names.parent(path);
+        assert!(self.current.is_dir(dir), "create_file without a parent directory");
         let inode = self.next_inode;
         self.next_inode += 1;
         self.inodes.insert(inode, Inode::default());
-        self.current.insert(path.to_path_buf(), Node::File(inode));
-        self.pending_meta.push((parent_of(path), MetaOp::Create { path: path.to_path_buf(), inode }, key));
+        self.link(false, path, Node::File(inode));
+        self.push_meta(dir, MetaOp::Create { path, inode }, key);
         inode
     }
 
-    pub(crate) fn mkdir(&mut self, path: &Path, key: u64) {
-        assert!(self.lookup(path).is_none(), "mkdir over an existing entry");
-        assert!(self.is_dir(&parent_of(path)), "mkdir without a parent directory");
-        self.current.insert(path.to_path_buf(), Node::Dir);
-        self.pending_meta.push((parent_of(path), MetaOp::Mkdir { path: path.to_path_buf() }, key));
+    pub(crate) fn mkdir(&mut self, path: PathId, key: u64) {
+        assert!(self.current.get(path).is_none(), "mkdir over an existing entry");
+        let dir = self.names.parent(path);
+        assert!(self.current.is_dir(dir), "mkdir without a parent directory");
+        self.link(false, path, Node::Dir);
+        self.push_meta(dir, MetaOp::Mkdir { path }, key);
     }
 
-    pub(crate) fn remove(&mut self, path: &Path, key: u64) {
-        let removed = self.current.remove(path);
+    pub(crate) fn remove(&mut self, path: PathId, key: u64) {
+        let removed = self.unlink(false, path);
         assert!(matches!(removed, Some(Node::File(_))), "remove of a missing file");
-        self.pending_meta.push((parent_of(path), MetaOp::Remove { path: path.to_path_buf() }, key));
+        self.push_meta(self.names.parent(path), MetaOp::Remove { path }, key);
     }
 
-    pub(crate) fn rename(&mut self, from: &Path, to: &Path, key: u64) {
-        assert_eq!(parent_of(from), parent_of(to), "rename across directories");
-        let node = self.current.remove(from).expect("rename of a missing file");
+    pub(crate) fn rename(&mut self, from: PathId, to: PathId, key: u64) {
+        let dir = self.names.parent(from);
+        assert_eq!(dir, self.names.parent(to), "rename across directories");
+        let node = self.unlink(false, from).expect("rename of a missing file");
         assert!(matches!(node, Node::File(_)), "rename of a directory");
-        self.current.insert(to.to_path_buf(), node);
-        let op = MetaOp::Rename { from: from.to_path_buf(), to: to.to_path_buf() };
-        self.pending_meta.push((parent_of(from), op, key));
+        self.link(false, to, node);
+        self.push_meta(dir, MetaOp::Rename { from, to }, key);
     }
 
+    /// The entries of `dir` in the current namespace, in path order.
     pub(crate) fn list(&self, dir: &Path) -> Vec<PathBuf> {
-        let root = is_root(dir);
-        // No allocation per entry: this runs on every structural check the simulator makes.
-        self.current
-            .keys()
-            .filter(|path| match path.parent() {
-                Some(parent) if root => is_root(parent),
-                Some(parent) => parent == dir,
-                None => false,
-            })
-            .cloned()
-            .collect()
+        let Some(dir) = self.names.dir_key(dir) else { return Vec::new() };
+        let mut ids: Vec<PathId> = self.current.entries(dir).collect();
+        self.names.sort_by_path(&mut ids);
+        ids.into_iter().map(|id| self.names.path(id).to_path_buf()).collect()
+    }
+
+    /// Every entry of `namespace`, in path order (for reports and digests).
+    pub(crate) fn sorted(&self, namespace: &Namespace) -> Vec<(PathId, Node)> {
+        let mut entries: Vec<(PathId, Node)> = namespace.iter().collect();
+        entries.sort_by(|a, b| self.names.path(a.0).cmp(self.names.path(b.0)));
+        entries
     }
 
     /// Make every pending metadata operation of `dir` durable, in order.
     pub(crate) fn sync_dir(&mut self, dir: &Path) {
-        let mut kept = Vec::with_capacity(self.pending_meta.len());
-        for (parent, op, key) in std::mem::take(&mut self.pending_meta) {
-            if parent == dir || (is_root(&parent) && is_root(dir)) {
-                apply_meta(&mut self.durable, &op);
-            } else {
-                kept.push((parent, op, key));
+        if let Some(dir) = self.names.dir_key(dir)
+            && let Some(sequence) = self.pending_by_dir.remove(&dir)
+        {
+            for number in sequence {
+                let pending = self.pending_meta.remove(&number).expect("a directory's pending operation exists");
+                debug_assert_eq!(pending.dir, dir);
+                self.apply_meta(&pending.op);
+                self.count_link(created(&pending.op), false);
             }
         }
-        self.pending_meta = kept;
         self.collect_garbage();
+    }
+
+    /// Are metadata operations waiting for a directory sync?
+    pub(crate) fn has_pending_meta(&self) -> bool {
+        !self.pending_meta.is_empty()
     }
 
     /// Total bytes the current image uses (for the disk quota).
     pub(crate) fn used_bytes(&self) -> u64 {
-        self.inodes.values().map(|inode| inode.current.len() as u64).sum()
+        self.used_bytes
     }
 
     /// Drop inodes no name (current or durable) and no open handle refers to.
     pub(crate) fn collect_garbage(&mut self) {
-        let referenced: BTreeSet<InodeId> = self
-            .current
-            .values()
-            .chain(self.durable.values())
-            .filter_map(|node| match node {
-                Node::File(inode) => Some(*inode),
-                Node::Dir => None,
-            })
-            .collect();
-        self.inodes.retain(|id, inode| referenced.contains(id) || inode.open_handles > 0);
+        for id in std::mem::take(&mut self.unlinked) {
+            let Some(inode) = self.inodes.get(&id) else { continue };
+            if inode.links > 0 {
+                continue;
+            }
+            if inode.open_handles > 0 {
+                self.unlinked.insert(id);
+                continue;
+            }
+            let removed = self.inodes.remove(&id).expect("checked above");
+            self.used_bytes -= removed.current.len() as u64;
+        }
     }
 
     /// Apply a crash: rebuild the durable image from the decisions, and make it the current image.
     pub(crate) fn crash(&mut self, decisions: &mut dyn CrashDecisions) -> CrashEffects {
         let mut effects = CrashEffects::default();
-        for (_, op, key) in std::mem::take(&mut self.pending_meta) {
-            if decisions.keep_meta(key) {
-                apply_meta(&mut self.durable, &op);
+        self.pending_by_dir.clear();
+        for (_, pending) in std::mem::take(&mut self.pending_meta) {
+            if decisions.keep_meta(pending.key) {
+                self.apply_meta(&pending.op);
             } else {
-                effects.meta_dropped.push(meta_path(&op).to_path_buf());
+                effects.meta_dropped.push(self.names.path(meta_path(&pending.op)).to_path_buf());
             }
         }
-        prune_orphans(&mut self.durable);
+        self.prune_orphans();
         for (&id, inode) in &mut self.inodes {
             crash_inode(id, inode, decisions, &mut effects);
             inode.open_handles = 0;
         }
         self.current = self.durable.clone();
+        self.recount();
         self.collect_garbage();
         debug_assert!(self.inodes.values().all(|inode| inode.pending.is_empty()));
         debug_assert!(self.current == self.durable);
         effects
     }
-}
 
-fn meta_path(op: &MetaOp) -> &Path {
-    match op {
-        MetaOp::Create { path, .. } | MetaOp::Mkdir { path } | MetaOp::Remove { path } => path,
-        MetaOp::Rename { to, .. } => to,
+    /// Recompute every inode's name count, the garbage candidates and the bytes in use from scratch.
+    fn recount(&mut self) {
+        for inode in self.inodes.values_mut() {
+            inode.links = 0;
+        }
+        debug_assert!(self.pending_meta.is_empty(), "pending creates are counted only before a crash");
+        for (_, node) in self.current.iter().chain(self.durable.iter()) {
+            if let Node::File(id) = node
+                && let Some(inode) = self.inodes.get_mut(&id)
+            {
+                inode.links += 1;
+            }
+        }
+        self.unlinked = self.inodes.iter().filter(|(_, inode)| inode.links == 0).map(|(&id, _)| id).collect();
+        self.used_bytes = self.inodes.values().map(|inode| inode.current.len() as u64).sum();
     }
-}
 
-/// Apply one metadata operation to a namespace, skipping it harmlessly when an earlier dropped operation made it
-/// inapplicable (a rename whose source was never durably created).
-fn apply_meta(namespace: &mut BTreeMap<PathBuf, Node>, op: &MetaOp) {
-    match op {
-        MetaOp::Create { path, inode } => {
-            namespace.insert(path.clone(), Node::File(*inode));
+    fn push_meta(&mut self, dir: DirKey, op: MetaOp, key: u64) {
+        self.count_link(created(&op), true);
+        let number = self.next_meta;
+        self.next_meta += 1;
+        self.pending_meta.insert(number, PendingMeta { dir, op, key });
+        self.pending_by_dir.entry(dir).or_default().push(number);
+    }
+
+    /// Name `node` at `path` in the current or the durable namespace.
+    fn link(&mut self, durable: bool, path: PathId, node: Node) {
+        let dir = self.names.parent(path);
+        let namespace = if durable { &mut self.durable } else { &mut self.current };
+        let old = namespace.insert(path, dir, node);
+        self.count_link(Some(node), true);
+        self.count_link(old, false);
+    }
+
+    /// Remove the name `path` from the current or the durable namespace; returns what it named.
+    fn unlink(&mut self, durable: bool, path: PathId) -> Option<Node> {
+        let dir = self.names.parent(path);
+        let namespace = if durable { &mut self.durable } else { &mut self.current };
+        let old = namespace.remove(path, dir);
+        self.count_link(old, false);
+        old
+    }
+
+    fn count_link(&mut self, node: Option<Node>, gained: bool) {
+        let Some(Node::File(id)) = node else { return };
+        // A name can outlive its inode (a crash kept the create of a file already collected): not counted.
+        let Some(inode) = self.inodes.get_mut(&id) else { return };
+        if gained {
+            inode.links += 1;
+        } else {
+            inode.links -= 1;
+            if inode.links == 0 {
+                self.unlinked.insert(id);
+            }
         }
-        MetaOp::Mkdir { path } => {
-            namespace.insert(path.clone(), Node::Dir);
+    }
+
+    /// Apply one metadata operation to the durable namespace, skipping it harmlessly when an earlier dropped
+    /// operation made it inapplicable (a rename whose source was never durably created).
+    fn apply_meta(&mut self, op: &MetaOp) {
+        match *op {
+            MetaOp::Create { path, inode } => self.link(true, path, Node::File(inode)),
+            MetaOp::Mkdir { path } => self.link(true, path, Node::Dir),
+            MetaOp::Remove { path } => {
+                self.unlink(true, path);
+            }
+            MetaOp::Rename { from, to } => {
+                if let Some(node) = self.unlink(true, from) {
+                    self.link(true, to, node);
+                }
+            }
         }
-        MetaOp::Remove { path } => {
-            namespace.remove(path);
-        }
-        MetaOp::Rename { from, to } => {
-            if let Some(node) = namespace.remove(from) {
-                namespace.insert(to.clone(), node);
+    }
+
+    /// Remove durable entries whose parent directory is not durable (its mkdir was dropped by a crash).
+    fn prune_orphans(&mut self) {
+        loop {
+            let dirs = self.durable.orphaned_dirs();
+            if dirs.is_empty() {
+                return;
+            }
+            for dir in dirs {
+                let orphans: Vec<PathId> = self.durable.entries(Some(dir)).collect();
+                for orphan in orphans {
+                    self.unlink(true, orphan);
+                }
             }
         }
     }
 }
 
-/// Remove entries whose parent directory is not in the namespace (its mkdir was dropped by a crash).
-fn prune_orphans(namespace: &mut BTreeMap<PathBuf, Node>) {
-    loop {
-        let orphans: Vec<PathBuf> =
-            namespace.keys().filter(|path| !namespace_is_dir(namespace, &parent_of(path))).cloned().collect();
-        if orphans.is_empty() {
-            return;
-        }
-        for orphan in orphans {
-            namespace.remove(&orphan);
-        }
+/// The inode a pending create refers to, as a name would.
+fn created(op: &MetaOp) -> Option<Node> {
+    match *op {
+        MetaOp::Create { inode, .. } => Some(Node::File(inode)),
+        _ => None,
+    }
+}
+
+fn meta_path(op: &MetaOp) -> PathId {
+    match *op {
+        MetaOp::Create { path, .. } | MetaOp::Mkdir { path } | MetaOp::Remove { path } => path,
+        MetaOp::Rename { to, .. } => to,
     }
 }
 
@@ -354,5 +482,79 @@ mod tests {
         let mut image = vec![7u8; 4];
         write_into(&mut image, 8, &[9, 9]);
         assert_eq!(image, vec![7, 7, 7, 7, 0, 0, 0, 0, 9, 9]);
+    }
+}
+
+#[cfg(test)]
+mod index_tests {
+    use super::*;
+
+    /// Keeps the metadata operations whose keys are listed and every write whole.
+    struct Keep(Vec<u64>);
+
+    impl CrashDecisions for Keep {
+        fn keep_meta(&mut self, key: u64) -> bool {
+            self.0.contains(&key)
+        }
+        fn write_fate(&mut self, _key: u64) -> WriteFate {
+            WriteFate::Kept
+        }
+        fn keep_sector(&mut self, _key: u64, _sector: u64) -> bool {
+            true
+        }
+        fn keep_set_len(&mut self, _key: u64) -> bool {
+            true
+        }
+        fn garble_sector(&mut self, _key: u64, _sector: u64) -> Option<u64> {
+            None
+        }
+    }
+
+    fn synced_file(disk: &mut Disk, path: PathId, key: u64, bytes: &[u8]) -> InodeId {
+        let inode = disk.create_file(path, key);
+        let mut state = disk.inode_mut(inode).expect("created");
+        state.current = bytes.to_vec();
+        state.durable = bytes.to_vec();
+        inode
+    }
+
+    #[test]
+    fn a_removed_file_whose_create_a_crash_keeps_comes_back_with_its_durable_bytes() {
+        let mut disk = Disk::default();
+        let (dir, other) = (disk.names.intern(Path::new("/d")), disk.names.intern(Path::new("/e")));
+        disk.mkdir(dir, 1);
+        disk.mkdir(other, 2);
+        disk.sync_dir(Path::new("/"));
+        let file = disk.names.intern(Path::new("/d/f"));
+        synced_file(&mut disk, file, 3, b"data");
+        disk.remove(file, 4);
+        assert_eq!(disk.used_bytes(), 4, "still counted: a crash may keep the create");
+        disk.sync_dir(Path::new("/e"));
+        assert_eq!(disk.used_bytes(), 4, "a pending create keeps its inode through another directory's sync");
+        disk.crash(&mut Keep(vec![3]));
+        assert_eq!(disk.list(Path::new("/d")), vec![PathBuf::from("/d/f")]);
+        let Some(Node::File(inode)) = disk.lookup(Path::new("/d/f")) else { panic!("the create was kept") };
+        assert_eq!(disk.inode(inode).expect("not collected").durable, b"data");
+    }
+
+    #[test]
+    fn syncing_a_directory_collects_what_it_unnamed_and_keeps_counts_in_step() {
+        let mut disk = Disk::default();
+        let dir = disk.names.intern(Path::new("/d"));
+        disk.mkdir(dir, 1);
+        disk.sync_dir(Path::new("/"));
+        let (a, b) = (disk.names.intern(Path::new("/d/a")), disk.names.intern(Path::new("/d/b")));
+        synced_file(&mut disk, a, 2, b"aaaa");
+        let old_b = synced_file(&mut disk, b, 3, b"bb");
+        disk.sync_dir(Path::new("/d"));
+        disk.rename(a, b, 4);
+        assert_eq!(disk.used_bytes(), 6, "the replaced file is still durably named");
+        disk.sync_dir(Path::new("/d"));
+        assert!(disk.inode(old_b).is_none(), "collected once no name refers to it");
+        assert_eq!(disk.used_bytes(), 4);
+        assert_eq!(disk.list(Path::new("/d")), vec![PathBuf::from("/d/b")]);
+        assert!(!disk.has_pending_meta());
+        disk.crash(&mut Keep(Vec::new()));
+        assert_eq!((disk.used_bytes(), disk.list(Path::new("/")).len()), (4, 1), "a crash recounts the same");
     }
 }

@@ -7,9 +7,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::SimEnv;
-use super::disk::{Node, PendingData, is_root, parent_of};
+use super::disk::{Node, PendingData};
 use super::faults::{FaultKind, tag};
 use super::file::SimFile;
+use super::names::{is_root, parent_of};
 use super::world::World;
 use crate::random::{chance_ppm, hash_bytes, keyed};
 use crate::{Env, Error, Op, OpenOptions, Result, Task, TaskHandle};
@@ -41,7 +42,7 @@ impl Env for SimEnv {
     type Lock = SimLock;
 
     fn now(&self) -> Duration {
-        let mut world = self.lock_world();
+        let mut world = self.lock_call("now");
         let read = world.clock_reads;
         world.clock_reads += 1;
         let value = keyed(&[world.seed, tag::CLOCK, read]);
@@ -54,15 +55,16 @@ impl Env for SimEnv {
     }
 
     fn sleep(&self, duration: Duration) {
-        self.advance_clock(duration);
+        let mut world = self.lock_call("sleep");
+        world.clock_nanos = world.clock_nanos.saturating_add(super::duration_nanos(duration));
     }
 
     fn random_u64(&self) -> u64 {
-        self.lock_world().engine_rng.next_u64()
+        self.lock_call("random_u64").engine_rng.next_u64()
     }
 
     fn open(&self, path: &Path, options: OpenOptions) -> Result<SimFile> {
-        let mut world = self.lock_world();
+        let mut world = self.lock_call("open");
         world.begin_io(Op::Open, path, None)?;
         if (options.create || options.truncate) && !options.write {
             // As std (and so RealEnv) does: creating or truncating needs write access.
@@ -82,19 +84,20 @@ impl Env for SimEnv {
                 return Err(Error::NotFound { op: Op::Open, path: parent_of(path) });
             }
             None => {
-                let key = world.meta_key(path);
-                world.disk.create_file(path, key)
+                let (path_id, key) = world.meta_key(path);
+                world.disk.create_file(path_id, key)
             }
         };
         let path_id = world.path_id(path);
         let epoch = world.epoch;
-        if options.truncate && options.write && !world.disk.inodes[&inode].current.is_empty() {
+        let empty = world.disk.inode(inode).expect("inode exists").current.is_empty();
+        if options.truncate && options.write && !empty {
             let (path_hash, op_index) = world.next_operation(path_id);
-            let inode_state = world.disk.inodes.get_mut(&inode).expect("inode exists");
+            let mut inode_state = world.disk.inode_mut(inode).expect("inode exists");
             inode_state.current.clear();
             inode_state.pending.push(PendingData::SetLen { len: 0, key: keyed(&[path_hash, op_index]) });
         }
-        world.disk.inodes.get_mut(&inode).expect("inode exists").open_handles += 1;
+        world.disk.inode_mut(inode).expect("inode exists").open_handles += 1;
         Ok(SimFile {
             world: Arc::clone(&self.world),
             inode,
@@ -106,7 +109,7 @@ impl Env for SimEnv {
     }
 
     fn create_dir_all(&self, path: &Path) -> Result<()> {
-        let mut world = self.lock_world();
+        let mut world = self.lock_call("create_dir_all");
         world.begin_io(Op::CreateDir, path, None)?;
         let mut missing = Vec::new();
         let mut cursor = Some(path);
@@ -128,14 +131,14 @@ impl Env for SimEnv {
             cursor = dir.parent();
         }
         for dir in missing.iter().rev() {
-            let key = world.meta_key(dir);
-            world.disk.mkdir(dir, key);
+            let (path_id, key) = world.meta_key(dir);
+            world.disk.mkdir(path_id, key);
         }
         Ok(())
     }
 
     fn list_dir(&self, path: &Path) -> Result<Vec<PathBuf>> {
-        let mut world = self.lock_world();
+        let mut world = self.lock_call("list_dir");
         world.begin_io(Op::ListDir, path, None)?;
         if !world.current_dir_exists(path) {
             return Err(Error::NotFound { op: Op::ListDir, path: path.into() });
@@ -144,7 +147,7 @@ impl Env for SimEnv {
     }
 
     fn exists(&self, path: &Path) -> Result<bool> {
-        let world = self.lock_world();
+        let world = self.lock_call("exists");
         if world.halted {
             return Err(Error::Crashed { op: Op::Exists, path: path.into() });
         }
@@ -152,12 +155,12 @@ impl Env for SimEnv {
     }
 
     fn remove_file(&self, path: &Path) -> Result<()> {
-        let mut world = self.lock_world();
+        let mut world = self.lock_call("remove_file");
         world.begin_io(Op::Remove, path, None)?;
         match world.disk.lookup(path) {
             Some(Node::File(_)) => {
-                let key = world.meta_key(path);
-                world.disk.remove(path, key);
+                let (path_id, key) = world.meta_key(path);
+                world.disk.remove(path_id, key);
                 Ok(())
             }
             Some(Node::Dir) => {
@@ -168,7 +171,7 @@ impl Env for SimEnv {
     }
 
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
-        let mut world = self.lock_world();
+        let mut world = self.lock_call("rename");
         world.begin_io(Op::Rename, from, None)?;
         if parent_of(from) != parent_of(to) {
             return Err(Error::InvalidInput {
@@ -179,8 +182,9 @@ impl Env for SimEnv {
         }
         match (world.disk.lookup(from), world.disk.lookup(to)) {
             (Some(Node::File(_)), None | Some(Node::File(_))) => {
-                let key = world.meta_key(to);
-                world.disk.rename(from, to, key);
+                let (to_id, key) = world.meta_key(to);
+                let from_id = world.disk.names.get(from).expect("a named file is interned");
+                world.disk.rename(from_id, to_id, key);
                 Ok(())
             }
             (None, _) => Err(Error::NotFound { op: Op::Rename, path: from.into() }),
@@ -189,7 +193,7 @@ impl Env for SimEnv {
     }
 
     fn sync_dir(&self, path: &Path) -> Result<()> {
-        let mut world = self.lock_world();
+        let mut world = self.lock_call("sync_dir");
         world.begin_io(Op::SyncDir, path, None)?;
         if !world.current_dir_exists(path) {
             return Err(Error::NotFound { op: Op::SyncDir, path: path.into() });
@@ -199,7 +203,7 @@ impl Env for SimEnv {
     }
 
     fn lock(&self, path: &Path) -> Result<SimLock> {
-        let mut world = self.lock_world();
+        let mut world = self.lock_call("lock");
         world.begin_io(Op::Lock, path, None)?;
         if world.locks.contains(path) {
             return Err(Error::Locked { op: Op::Lock, path: path.into() });
@@ -210,8 +214,8 @@ impl Env for SimEnv {
                 return Err(Error::InvalidInput { op: Op::Lock, path: path.into(), message: "is a directory".into() });
             }
             None if world.current_dir_exists(&parent_of(path)) => {
-                let key = world.meta_key(path);
-                world.disk.create_file(path, key);
+                let (path_id, key) = world.meta_key(path);
+                world.disk.create_file(path_id, key);
             }
             None => return Err(Error::NotFound { op: Op::Lock, path: parent_of(path) }),
         }
@@ -232,7 +236,7 @@ impl Env for SimEnv {
     }
 
     fn buggify(&self, site: &'static str) -> bool {
-        let mut world = self.lock_world();
+        let mut world = self.lock_call("buggify");
         if !world.buggify_enabled || world.config.buggify_site_ppm == 0 {
             return false;
         }

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::MISDIRECT_SECTORS_MAX;
+use super::budget::lock_charged;
 use super::disk::{InodeId, PendingData, write_into};
 use super::faults::{FaultKind, detail};
 use super::world::World;
@@ -32,7 +33,7 @@ impl Drop for SimFile {
     fn drop(&mut self) {
         let mut world = self.world.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if world.epoch == self.epoch
-            && let Some(inode) = world.disk.inodes.get_mut(&self.inode)
+            && let Some(mut inode) = world.disk.inode_mut(self.inode)
         {
             assert!(inode.open_handles > 0, "open handle count underflow");
             inode.open_handles -= 1;
@@ -41,10 +42,9 @@ impl Drop for SimFile {
 }
 
 impl SimFile {
-    fn lock(&self) -> MutexGuard<'_, World> {
-        let mut world = self.world.lock().expect("SimEnv world poisoned by an earlier panic");
-        world.assert_owner();
-        world
+    /// Lock the world for one counted call ([`super::budget`]).
+    fn lock(&self, call: &'static str) -> MutexGuard<'_, World> {
+        lock_charged(&self.world, 1, call)
     }
 
     fn io_error(&self, op: Op, what: &str) -> Error {
@@ -71,7 +71,7 @@ impl File for SimFile {
     }
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
-        let mut world = self.lock();
+        let mut world = self.lock("read_at");
         world.begin_io(Op::Read, &self.path, Some(self.epoch))?;
         let (path_hash, op_index) = world.data_key(self.path_id, offset, false);
         world.maybe_latency(&self.path, path_hash, op_index);
@@ -79,7 +79,7 @@ impl File for SimFile {
             world.log_fault(FaultKind::ReadError, &self.path, offset);
             return Err(self.io_error(Op::Read, "read error"));
         }
-        let inode = world.disk.inodes.get(&self.inode).expect("open inode exists");
+        let inode = world.disk.inode(self.inode).expect("open inode exists");
         let len = inode.current.len() as u64;
         if offset >= len {
             return Ok(0);
@@ -99,7 +99,7 @@ impl File for SimFile {
     }
 
     fn write_at(&self, offset: u64, data: &[u8]) -> Result<usize> {
-        let mut world = self.lock();
+        let mut world = self.lock("write_at");
         world.begin_io(Op::Write, &self.path, Some(self.epoch))?;
         if !self.writable {
             return Err(Error::InvalidInput {
@@ -122,7 +122,7 @@ impl File for SimFile {
             world.log_fault(FaultKind::WriteError, &self.path, offset);
             return Err(self.io_error(Op::Write, "write error"));
         }
-        let current_len = world.disk.inodes[&self.inode].current.len() as u64;
+        let current_len = world.disk.inode(self.inode).expect("open inode exists").current.len() as u64;
         let growth = (offset + data.len() as u64).saturating_sub(current_len);
         if let Some(quota) = world.config.disk_quota_bytes
             && growth > 0
@@ -147,7 +147,7 @@ impl File for SimFile {
         let key = keyed(&[path_hash, op_index]);
         let latent = world.fires(FaultKind::LatentSector, path_hash, op_index);
         let seed = world.seed;
-        let inode = world.disk.inodes.get_mut(&self.inode).expect("open inode exists");
+        let mut inode = world.disk.inode_mut(self.inode).expect("open inode exists");
         write_into(&mut inode.current, target, written);
         inode.pending.push(PendingData::Write { offset: target, data: written.to_vec(), key });
         let first_sector = target / SECTOR_SIZE_BYTES;
@@ -160,13 +160,14 @@ impl File for SimFile {
             let span = last_sector - first_sector + 1;
             let sector = first_sector + detail(seed, FaultKind::LatentSector, path_hash, op_index) % span;
             inode.latent_sectors.insert(sector);
+            drop(inode);
             world.log_fault(FaultKind::LatentSector, &self.path, sector * SECTOR_SIZE_BYTES);
         }
         Ok(count)
     }
 
     fn sync(&self) -> Result<()> {
-        let mut world = self.lock();
+        let mut world = self.lock("sync");
         world.begin_io(Op::Sync, &self.path, Some(self.epoch))?;
         let (path_hash, op_index) = world.sync_key(self.path_id);
         world.maybe_latency(&self.path, path_hash, op_index);
@@ -175,12 +176,12 @@ impl File for SimFile {
             let kind = if explicit { FaultKind::ExplicitSyncError } else { FaultKind::FsyncError };
             world.log_fault(kind, &self.path, 0);
             // As Linux does after a failed fsync: the unsynced data is gone.
-            let inode = world.disk.inodes.get_mut(&self.inode).expect("open inode exists");
+            let mut inode = world.disk.inode_mut(self.inode).expect("open inode exists");
             inode.current = inode.durable.clone();
             inode.pending.clear();
             return Err(self.io_error(Op::Sync, "fsync error"));
         }
-        let inode = world.disk.inodes.get_mut(&self.inode).expect("open inode exists");
+        let mut inode = world.disk.inode_mut(self.inode).expect("open inode exists");
         let mut last_write: Option<(usize, usize)> = None;
         for op in std::mem::take(&mut inode.pending) {
             match op {
@@ -202,7 +203,7 @@ impl File for SimFile {
     }
 
     fn set_len(&self, len_bytes: u64) -> Result<()> {
-        let mut world = self.lock();
+        let mut world = self.lock("set_len");
         world.begin_io(Op::SetLen, &self.path, Some(self.epoch))?;
         if !self.writable {
             return Err(Error::InvalidInput {
@@ -212,7 +213,7 @@ impl File for SimFile {
             });
         }
         let (path_hash, op_index) = world.data_key(self.path_id, len_bytes, true);
-        let current_len = world.disk.inodes[&self.inode].current.len() as u64;
+        let current_len = world.disk.inode(self.inode).expect("open inode exists").current.len() as u64;
         if let Some(quota) = world.config.disk_quota_bytes
             && len_bytes > current_len
             && world.disk.used_bytes() + (len_bytes - current_len) > quota
@@ -225,20 +226,20 @@ impl File for SimFile {
             path: self.path.clone(),
             message: format!("length {len_bytes} does not fit in memory"),
         })?;
-        let inode = world.disk.inodes.get_mut(&self.inode).expect("open inode exists");
+        let mut inode = world.disk.inode_mut(self.inode).expect("open inode exists");
         inode.current.resize(len, 0);
         inode.pending.push(PendingData::SetLen { len: len_bytes, key: keyed(&[path_hash, op_index]) });
         Ok(())
     }
 
     fn len(&self) -> Result<u64> {
-        let world = self.lock();
+        let world = self.lock("len");
         if world.epoch != self.epoch {
             return Err(Error::StaleHandle { op: Op::Len, path: self.path.clone() });
         }
         if world.halted {
             return Err(Error::Crashed { op: Op::Len, path: self.path.clone() });
         }
-        Ok(world.disk.inodes[&self.inode].current.len() as u64)
+        Ok(world.disk.inode(self.inode).expect("open inode exists").current.len() as u64)
     }
 }

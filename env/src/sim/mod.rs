@@ -10,10 +10,12 @@
 //! ([`SimFile`], where data faults fire), `scheduler` (background tasks), `env_impl` (`Env for SimEnv`), and the
 //! pure `disk` model and `faults` configuration they share.
 
+mod budget;
 mod disk;
 mod env_impl;
 mod faults;
 mod file;
+mod names;
 mod scheduler;
 mod world;
 
@@ -23,6 +25,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+pub use self::budget::WorkBudgetExceeded;
 use self::disk::Node;
 pub use self::env_impl::SimLock;
 pub use self::faults::{ExplicitFault, FaultConfig, FaultKeying, FaultKind, FaultRecord};
@@ -220,16 +223,15 @@ impl SimEnv {
     /// Every file in the current namespace with its durable and current sizes, sorted by path.
     pub fn files(&self) -> Vec<FileReport> {
         let world = self.lock_world();
-        world
-            .disk
-            .current
-            .iter()
+        let disk = &world.disk;
+        disk.sorted(&disk.current)
+            .into_iter()
             .filter_map(|(path, node)| match node {
                 Node::File(id) => {
-                    let inode = &world.disk.inodes[id];
-                    let durably_named = world.disk.durable.get(path) == Some(node);
+                    let inode = disk.inode(id).expect("a named inode exists");
+                    let durably_named = disk.durable.get(path) == Some(node);
                     Some(FileReport {
-                        path: path.clone(),
+                        path: disk.names.path(path).to_path_buf(),
                         durable_len: durably_named.then_some(inode.durable.len() as u64),
                         current_len: inode.current.len() as u64,
                         pending_operations: inode.pending.len(),
@@ -243,8 +245,8 @@ impl SimEnv {
     /// The bytes a read of `path` sees now (None if there is no such file).
     pub fn read_current(&self, path: &Path) -> Option<Vec<u8>> {
         let world = self.lock_world();
-        match world.disk.current.get(path) {
-            Some(Node::File(id)) => Some(world.disk.inodes[id].current.clone()),
+        match world.disk.lookup(path) {
+            Some(Node::File(id)) => Some(world.disk.inode(id).expect("a named inode exists").current.clone()),
             _ => None,
         }
     }
@@ -252,8 +254,8 @@ impl SimEnv {
     /// The bytes of `path` that are durable: what a crash that drops every pending operation leaves.
     pub fn read_durable(&self, path: &Path) -> Option<Vec<u8>> {
         let world = self.lock_world();
-        match world.disk.durable.get(path) {
-            Some(Node::File(id)) => Some(world.disk.inodes[id].durable.clone()),
+        match world.disk.lookup_durable(path) {
+            Some(Node::File(id)) => Some(world.disk.inode(id).expect("a named inode exists").durable.clone()),
             _ => None,
         }
     }
@@ -262,15 +264,16 @@ impl SimEnv {
     pub fn disk_digest(&self) -> u64 {
         use std::hash::Hasher;
         let world = self.lock_world();
+        let disk = &world.disk;
         let mut hasher = StableHasher::new();
-        for (label, namespace, durable) in [(1u64, &world.disk.durable, true), (2u64, &world.disk.current, false)] {
+        for (label, namespace, durable) in [(1u64, &disk.durable, true), (2u64, &disk.current, false)] {
             hasher.write_u64(label);
-            for (path, node) in namespace {
-                hasher.write(path.as_os_str().as_encoded_bytes());
+            for (path, node) in disk.sorted(namespace) {
+                hasher.write(disk.names.path(path).as_os_str().as_encoded_bytes());
                 match node {
                     Node::Dir => hasher.write_u64(0),
                     Node::File(id) => {
-                        let inode = &world.disk.inodes[id];
+                        let inode = disk.inode(id).expect("a named inode exists");
                         let bytes = if durable { &inode.durable } else { &inode.current };
                         hasher.write_u64(bytes.len() as u64 + 1);
                         hasher.write(bytes);

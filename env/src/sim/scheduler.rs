@@ -20,9 +20,10 @@ impl SimEnv {
     }
 
     /// Run one step of task `id`. None if there is no such runnable task.
+    /// One unit of work ([`super::budget`]), charged whether or not the task is runnable.
     pub fn step_task(&self, id: u64) -> Option<TaskStep> {
         let (mut task, epoch) = {
-            let mut world = self.lock_world();
+            let mut world = self.lock_call("step_task");
             let epoch = world.epoch;
             let slot = world.tasks.get_mut(&id)?;
             (slot.task.take()?, epoch)
@@ -78,7 +79,7 @@ impl SimEnv {
 
     /// [`Env::spawn`](crate::Env::spawn): queue the task; it runs only when stepped.
     pub(super) fn spawn_task(&self, name: &str, task: Task) -> TaskHandle {
-        let mut world = self.lock_world();
+        let mut world = self.lock_call("spawn");
         let id = world.next_task_id;
         world.next_task_id += 1;
         world.tasks.insert(id, TaskSlot { name: name.to_string(), task: Some(task) });
@@ -107,6 +108,6 @@ impl SimEnv {
 
     /// [`Env::is_finished`](crate::Env::is_finished).
     pub(super) fn task_finished(&self, handle: &TaskHandle) -> bool {
-        !self.lock_world().tasks.contains_key(&handle.id)
+        !self.lock_call("is_finished").tasks.contains_key(&handle.id)
     }
 }

@@ -7,6 +7,7 @@ use std::thread::ThreadId;
 use super::FAULT_LOG_MAX;
 use super::disk::{CrashDecisions, Disk, InodeId, Node, WriteFate};
 use super::faults::{FaultConfig, FaultKeying, FaultKind, FaultRecord, detail, fires, tag};
+use super::names::PathId;
 use super::scheduler::TaskSlot;
 use crate::random::{DeterministicRng, chance_ppm, hash_bytes, keyed};
 use crate::{Error, Op, Result, Task};
@@ -35,11 +36,14 @@ pub(super) struct World {
     pub(super) scheduler_rng: DeterministicRng,
     pub(super) config: FaultConfig,
     pub(super) disk: Disk,
-    path_ids: BTreeMap<PathBuf, usize>,
-    paths: Vec<PathInfo>,
+    /// Fault-keying state by interned path ([`Disk::names`]); `None` for a path only named as an ancestor.
+    paths: Vec<Option<PathInfo>>,
     pub(super) epoch: u64,
     pub(super) halted: bool,
     pub(super) io_count: u64,
+    /// Units of work done ([`super::budget`]) and the limit set on them.
+    pub(super) work_done: u64,
+    pub(super) work_limit: Option<u64>,
     pub(super) crash_at_io: Option<u64>,
     pub(super) crash_count: u64,
     pub(super) last_crash: Option<(Op, PathBuf)>,
@@ -111,11 +115,12 @@ impl World {
             scheduler_rng: DeterministicRng::stream(seed, "scheduler"),
             config,
             disk: Disk::default(),
-            path_ids: BTreeMap::new(),
             paths: Vec::new(),
             epoch: 0,
             halted: false,
             io_count: 0,
+            work_done: 0,
+            work_limit: None,
             crash_at_io: None,
             crash_count: 0,
             last_crash: None,
@@ -169,10 +174,10 @@ impl World {
     }
 
     pub(super) fn apply_crash(&mut self) {
-        let mut names: BTreeMap<InodeId, PathBuf> = BTreeMap::new();
+        let mut names: BTreeMap<InodeId, PathId> = BTreeMap::new();
         for (path, node) in self.disk.durable.iter().chain(self.disk.current.iter()) {
             if let Node::File(id) = node {
-                names.insert(*id, path.clone());
+                names.insert(id, path);
             }
         }
         let config = self.config.clone();
@@ -187,7 +192,8 @@ impl World {
             (FaultKind::CrashGarbledSector, &effects.sectors_garbled),
         ] {
             for (inode, offset) in list {
-                let path = names.get(inode).cloned().unwrap_or_else(|| PathBuf::from("<unnamed>"));
+                let path =
+                    names.get(inode).map_or_else(|| PathBuf::from("<unnamed>"), |&id| self.disk.names.path(id).into());
                 self.log_fault(kind, &path, *offset);
             }
         }
@@ -197,27 +203,31 @@ impl World {
         let cancelled = std::mem::take(&mut self.tasks);
         self.cancelled.extend(cancelled.into_values().filter_map(|slot| slot.task));
         self.locks.clear();
-        assert!(self.disk.pending_meta.is_empty(), "crash left pending metadata");
+        assert!(!self.disk.has_pending_meta(), "crash left pending metadata");
     }
 
-    pub(super) fn path_id(&mut self, path: &Path) -> usize {
-        if let Some(&id) = self.path_ids.get(path) {
-            return id;
+    /// The interned id of `path`, with its fault-keying state (whose path hash is of the spelling first keyed).
+    pub(super) fn path_id(&mut self, path: &Path) -> PathId {
+        let id = self.disk.names.intern(path);
+        if self.paths.len() <= id {
+            self.paths.resize_with(id + 1, || None);
         }
-        let id = self.paths.len();
-        self.paths.push(PathInfo {
+        self.paths[id].get_or_insert_with(|| PathInfo {
             hash: hash_bytes(path.as_os_str().as_encoded_bytes()),
             operations: 0,
             syncs: 0,
             epoch_visits: BTreeMap::new(),
         });
-        self.path_ids.insert(path.to_path_buf(), id);
         id
     }
 
+    fn info(&mut self, path_id: PathId) -> &mut PathInfo {
+        self.paths[path_id].as_mut().expect("a keyed path has its state")
+    }
+
     /// The next operation index of a file, and its path hash: the keys of every fault decision on it.
-    pub(super) fn next_operation(&mut self, path_id: usize) -> (u64, u64) {
-        let info = &mut self.paths[path_id];
+    pub(super) fn next_operation(&mut self, path_id: PathId) -> (u64, u64) {
+        let info = self.info(path_id);
         let index = info.operations;
         info.operations += 1;
         (info.hash, index)
@@ -227,12 +237,12 @@ impl World {
     /// index or (offset, sync epoch, how many operations at that offset this epoch has seen), by the configured
     /// [`FaultKeying`]. `set_len` passes `is_set_len` so that it
     /// never shares a key with a write at the same offset.
-    pub(super) fn data_key(&mut self, path_id: usize, offset: u64, is_set_len: bool) -> (u64, u64) {
+    pub(super) fn data_key(&mut self, path_id: PathId, offset: u64, is_set_len: bool) -> (u64, u64) {
         let (path_hash, op_index) = self.next_operation(path_id);
         match self.config.keying {
             FaultKeying::OperationIndex => (path_hash, op_index),
             FaultKeying::OffsetSyncEpoch => {
-                let info = &mut self.paths[path_id];
+                let info = self.info(path_id);
                 let visit = info.epoch_visits.entry((offset, is_set_len)).or_insert(0);
                 let nth = *visit;
                 *visit += 1;
@@ -242,21 +252,21 @@ impl World {
     }
 
     /// The keys of a sync, then the file's sync epoch advances (whether the sync succeeds or not).
-    pub(super) fn sync_key(&mut self, path_id: usize) -> (u64, u64) {
+    pub(super) fn sync_key(&mut self, path_id: PathId) -> (u64, u64) {
         let key = self.data_key(path_id, SYNC_KEY_OFFSET, false);
-        let info = &mut self.paths[path_id];
+        let info = self.info(path_id);
         info.syncs += 1;
         info.epoch_visits.clear();
         debug_assert!(info.syncs <= info.operations, "more syncs than operations");
         key
     }
 
-    /// The stable key of a metadata operation on `path`: its path and that path's operation index, so removing
-    /// an unrelated step does not change which metadata operations a crash keeps.
-    pub(super) fn meta_key(&mut self, path: &Path) -> u64 {
+    /// The interned id of `path` and the stable key of a metadata operation on it: its path and that path's
+    /// operation index, so removing an unrelated step does not change which metadata operations a crash keeps.
+    pub(super) fn meta_key(&mut self, path: &Path) -> (PathId, u64) {
         let path_id = self.path_id(path);
         let (path_hash, op_index) = self.next_operation(path_id);
-        keyed(&[path_hash, op_index])
+        (path_id, keyed(&[path_hash, op_index]))
     }
 
     pub(super) fn fires(&self, kind: FaultKind, path_hash: u64, op_index: u64) -> bool {
@@ -273,9 +283,9 @@ impl World {
     }
 
     pub(super) fn flip_durable_bit(&mut self, path: &Path, offset: u64) {
-        let Some(Node::File(id)) = self.disk.current.get(path).copied() else { return };
-        let inode = self.disk.inodes.get_mut(&id).expect("named inode exists");
+        let Some(Node::File(id)) = self.disk.lookup(path) else { return };
         let Ok(index) = usize::try_from(offset) else { return };
+        let mut inode = self.disk.inode_mut(id).expect("named inode exists");
         let mut flipped = false;
         if index < inode.durable.len() {
             inode.durable[index] ^= 1;
@@ -285,6 +295,7 @@ impl World {
             inode.current[index] ^= 1;
             flipped = true;
         }
+        drop(inode);
         if flipped {
             self.log_fault(FaultKind::ExplicitCorruption, path, offset);
         }
