@@ -243,8 +243,11 @@ pub trait Target: Sized {
     /// Open (and recover) the system on `env`. Called only when it is not open.
     fn open(&mut self, env: &SimEnv) -> Result<(), SystemError>;
 
-    /// Close the system cleanly (a `reopen` step, and before the liveness phase). Handles are dropped after.
-    fn close(&mut self) -> Result<(), SystemError>;
+    /// Close the system cleanly (a `reopen` step, and before the liveness phase). Handles are dropped after. The
+    /// default does nothing: a system whose every acknowledged write is already durable needs no shutdown.
+    fn close(&mut self) -> Result<(), SystemError> {
+        Ok(())
+    }
 
     /// Forget every handle into the system (a power cut happened, or a reopen follows). Avoid IO here; after a
     /// power cut the world is halted and any IO fails harmlessly (redb, which writes when a handle drops, relies

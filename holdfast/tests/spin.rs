@@ -94,10 +94,6 @@ impl Target for Spin {
         Ok(())
     }
 
-    fn close(&mut self) -> Result<(), SystemError> {
-        Ok(())
-    }
-
     fn drop_system(&mut self) {
         self.env = None;
     }

@@ -139,10 +139,6 @@ impl<const SAFE: bool> Target for Toy<SAFE> {
         Ok(())
     }
 
-    fn close(&mut self) -> Result<(), SystemError> {
-        Ok(())
-    }
-
     fn drop_system(&mut self) {
         self.env = None;
     }

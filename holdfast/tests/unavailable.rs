@@ -65,10 +65,6 @@ impl Target for Stuck {
         Ok(())
     }
 
-    fn close(&mut self) -> Result<(), SystemError> {
-        Ok(())
-    }
-
     fn drop_system(&mut self) {
         self.env = None;
     }
