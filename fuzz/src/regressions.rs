@@ -17,6 +17,7 @@ const TARGETS: &[(&str, Check)] = &[
     ("manifest_decode", crate::manifest::check),
     ("recovery", crate::image::check_bytes),
     ("schedule", crate::schedule::check),
+    ("seed_file", crate::seed_file::check),
 ];
 
 fn files_under(dir: &Path) -> Vec<PathBuf> {
