@@ -200,9 +200,7 @@ impl Disk {
     /// The entries of `dir` in the current namespace, in path order.
     pub(crate) fn list(&self, dir: &Path) -> Vec<PathBuf> {
         let Some(dir) = self.names.dir_key(dir) else { return Vec::new() };
-        let mut ids: Vec<PathId> = self.current.entries(dir).collect();
-        self.names.sort_by_path(&mut ids);
-        ids.into_iter().map(|id| self.names.path(id).to_path_buf()).collect()
+        self.current.entries(dir).map(|id| self.names.path(id).to_path_buf()).collect()
     }
 
     /// Every entry of `namespace`, in path order (for reports and digests).
@@ -306,7 +304,7 @@ impl Disk {
     fn link(&mut self, durable: bool, path: PathId, node: Node) {
         let dir = self.names.parent(path);
         let namespace = if durable { &mut self.durable } else { &mut self.current };
-        let old = namespace.insert(path, dir, node);
+        let old = namespace.insert(path, dir, self.names.order(path), node);
         self.count_link(Some(node), true);
         self.count_link(old, false);
     }
@@ -315,7 +313,7 @@ impl Disk {
     fn unlink(&mut self, durable: bool, path: PathId) -> Option<Node> {
         let dir = self.names.parent(path);
         let namespace = if durable { &mut self.durable } else { &mut self.current };
-        let old = namespace.remove(path, dir);
+        let old = namespace.remove(path, dir, self.names.order(path));
         self.count_link(old, false);
         old
     }

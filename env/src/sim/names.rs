@@ -3,11 +3,12 @@
 //! `PathBuf`s or walks the whole namespace, however many files the run has created.
 //!
 //! **Invariant:** two paths get the same id exactly when they are equal as [`Path`]s (component-wise, as the
-//! `BTreeMap<PathBuf, _>` this replaces compared them); an id is never reused. Output in path order (listings,
-//! reports, the disk digest) sorts by the interned paths, so it is the order the old maps iterated in.
+//! `BTreeMap<PathBuf, _>` this replaces compared them); an id is never reused. Output in path order is the order the
+//! old maps iterated in: a directory keeps its entries by [`sibling_order`], which orders entries of one directory
+//! as `Path` does, and whole-disk reports sort the interned paths.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
 
 use crate::random::PathMap;
 
@@ -31,6 +32,29 @@ pub(crate) fn parent_of(path: &Path) -> PathBuf {
 struct Interned {
     path: PathBuf,
     parent: DirKey,
+    order: Box<[u8]>,
+}
+
+/// A key whose byte order is `Path`'s order among the entries of one directory. Their parents are equal component
+/// by component, so the last component decides: its kind in `Component`'s order, then its bytes. Only the root's
+/// entries can differ in whether they are absolute, and `/x` sorts before `x` (a root component before a name).
+pub(crate) fn sibling_order(path: &Path) -> Box<[u8]> {
+    let mut key = vec![u8::from(!path.has_root())];
+    match path.components().next_back() {
+        Some(Component::Prefix(prefix)) => {
+            key.push(0);
+            key.extend_from_slice(prefix.as_os_str().as_encoded_bytes());
+        }
+        Some(Component::RootDir) => key.push(1),
+        Some(Component::CurDir) => key.push(2),
+        Some(Component::ParentDir) => key.push(3),
+        Some(Component::Normal(name)) => {
+            key.push(4);
+            key.extend_from_slice(name.as_encoded_bytes());
+        }
+        None => {}
+    }
+    key.into_boxed_slice()
 }
 
 /// Every path the disk has named, by id. Lookups hash the path; nothing here is iterated in hash order.
@@ -58,7 +82,7 @@ impl PathTable {
             _ => None,
         };
         let id = self.entries.len();
-        self.entries.push(Interned { path: path.to_path_buf(), parent });
+        self.entries.push(Interned { path: path.to_path_buf(), parent, order: sibling_order(path) });
         self.ids.insert(path.to_path_buf(), id);
         debug_assert_eq!(self.ids.len(), self.entries.len());
         id
@@ -74,14 +98,14 @@ impl PathTable {
         self.entries[id].parent
     }
 
+    /// Where `id` sorts among the entries of its directory ([`sibling_order`]).
+    pub(crate) fn order(&self, id: PathId) -> &[u8] {
+        &self.entries[id].order
+    }
+
     /// The key of directory `dir`: `Some(None)` for the root, `None` when `dir` was never named.
     pub(crate) fn dir_key(&self, dir: &Path) -> Option<DirKey> {
         if is_root(dir) { Some(None) } else { self.get(dir).map(Some) }
-    }
-
-    /// `ids` sorted by path (the order of a `BTreeMap<PathBuf, _>`).
-    pub(crate) fn sort_by_path(&self, ids: &mut [PathId]) {
-        ids.sort_by(|a, b| self.path(*a).cmp(self.path(*b)));
     }
 }
 
@@ -92,11 +116,11 @@ pub(crate) enum Node {
     Dir,
 }
 
-/// One namespace (current or durable): names to nodes, and each directory's entries.
+/// One namespace (current or durable): names to nodes, and each directory's entries in path order.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Namespace {
     nodes: BTreeMap<PathId, Node>,
-    children: BTreeMap<DirKey, BTreeSet<PathId>>,
+    children: BTreeMap<DirKey, BTreeMap<Box<[u8]>, PathId>>,
 }
 
 impl Namespace {
@@ -105,20 +129,22 @@ impl Namespace {
         self.nodes.get(&id).copied()
     }
 
-    /// Name `node` at `id` (in directory `parent`); returns the node the name referred to before.
-    pub(crate) fn insert(&mut self, id: PathId, parent: DirKey, node: Node) -> Option<Node> {
+    /// Name `node` at `id` (in directory `parent`, where it sorts at `order`); returns the node the name referred
+    /// to before.
+    pub(crate) fn insert(&mut self, id: PathId, parent: DirKey, order: &[u8], node: Node) -> Option<Node> {
         let old = self.nodes.insert(id, node);
         if old.is_none() {
-            self.children.entry(parent).or_default().insert(id);
+            let displaced = self.children.entry(parent).or_default().insert(order.into(), id);
+            debug_assert!(displaced.is_none(), "two names sort as one");
         }
         old
     }
 
-    /// Remove the name `id` (in directory `parent`); returns the node it referred to.
-    pub(crate) fn remove(&mut self, id: PathId, parent: DirKey) -> Option<Node> {
+    /// Remove the name `id` (in directory `parent`, where it sorts at `order`); returns the node it referred to.
+    pub(crate) fn remove(&mut self, id: PathId, parent: DirKey, order: &[u8]) -> Option<Node> {
         let old = self.nodes.remove(&id)?;
         let entries = self.children.get_mut(&parent).expect("a named entry is indexed in its directory");
-        entries.remove(&id);
+        entries.remove(order);
         if entries.is_empty() {
             self.children.remove(&parent);
         }
@@ -130,9 +156,9 @@ impl Namespace {
         self.nodes.iter().map(|(&id, &node)| (id, node))
     }
 
-    /// The entries of directory `dir`, by id.
+    /// The entries of directory `dir`, in path order.
     pub(crate) fn entries(&self, dir: DirKey) -> impl Iterator<Item = PathId> + '_ {
-        self.children.get(&dir).into_iter().flatten().copied()
+        self.children.get(&dir).into_iter().flat_map(BTreeMap::values).copied()
     }
 
     /// Directories that have entries here but are not directories here themselves (their mkdir was dropped).
@@ -151,19 +177,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn paths_equal_as_paths_share_an_id_and_sort_as_paths() {
+    fn paths_equal_as_paths_share_an_id_and_know_their_directory() {
         let mut table = PathTable::default();
         let a = table.intern(Path::new("/d/a-b"));
-        let b = table.intern(Path::new("/d/a/b"));
         assert_eq!(table.intern(Path::new("/d//a-b")), a, "component-wise equality, as PathBuf's");
+        assert_eq!(table.path(a), Path::new("/d/a-b"), "the first spelling is kept");
         assert_eq!(table.parent(a), table.get(Path::new("/d")).map(Some).expect("the parent is interned"));
         assert_eq!(table.parent(table.get(Path::new("/d")).expect("interned")), None, "/d is in the root");
-        let mut ids = vec![a, b];
-        table.sort_by_path(&mut ids);
-        // Path order compares components: "a" < "a-b", unlike the bytes "/d/a-b" < "/d/a/b".
-        assert_eq!(ids, vec![b, a]);
         assert_eq!(table.dir_key(Path::new("/")), Some(None));
+        assert_eq!(table.dir_key(Path::new("")), Some(None));
         assert_eq!(table.dir_key(Path::new("/nowhere")), None);
+    }
+
+    #[test]
+    fn sibling_order_is_path_order_within_a_directory() {
+        let groups: [&[&str]; 3] = [
+            &["/d/a-b", "/d/a", "/d/a.b", "/d/B", "/d/b", "/d/é", "/d/wal-000010.log", "/d/wal-00009.log", "/d/.."],
+            &["x/z", "x/y-1", "x/y", "x/..", "x/~"],
+            &["/db", "db", "/a", "b", "/zz", "a"],
+        ];
+        for group in groups {
+            let mut by_path: Vec<&Path> = group.iter().map(Path::new).collect();
+            by_path.sort();
+            let mut by_key = by_path.clone();
+            by_key.sort_by_key(|path| sibling_order(path));
+            assert_eq!(by_key, by_path, "entries of one directory sort by key as by path");
+        }
     }
 
     #[test]
@@ -172,12 +211,12 @@ mod tests {
         let dir = table.intern(Path::new("/d"));
         let file = table.intern(Path::new("/d/f"));
         let mut namespace = Namespace::default();
-        assert_eq!(namespace.insert(file, Some(dir), Node::File(1)), None);
+        assert_eq!(namespace.insert(file, Some(dir), table.order(file), Node::File(1)), None);
         assert_eq!(namespace.orphaned_dirs(), vec![dir]);
-        namespace.insert(dir, None, Node::Dir);
+        namespace.insert(dir, None, table.order(dir), Node::Dir);
         assert!(namespace.orphaned_dirs().is_empty());
         assert_eq!(namespace.entries(Some(dir)).collect::<Vec<_>>(), vec![file]);
-        assert_eq!(namespace.remove(file, Some(dir)), Some(Node::File(1)));
+        assert_eq!(namespace.remove(file, Some(dir), table.order(file)), Some(Node::File(1)));
         assert_eq!(namespace.entries(Some(dir)).count(), 0);
         assert!(namespace.is_dir(None) && namespace.is_dir(Some(dir)) && !namespace.is_dir(Some(file)));
     }
