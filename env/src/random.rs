@@ -189,6 +189,7 @@ pub type DeterministicHashMap<K, V> = std::collections::HashMap<K, V, BuildHashe
 
 /// Paths to values with the fixed hasher: the simulated disk's path interner, which only looks paths up and never
 /// iterates the map.
+#[cfg(feature = "sim")]
 pub(crate) type PathMap<V> = DeterministicHashMap<std::path::PathBuf, V>;
 
 /// The approved hash set; see [`DeterministicHashMap`].
