@@ -1,5 +1,5 @@
 //! The CLI's `--shrink`, `--save` and `--canary` flags (the shrinker itself is tested on a toy target in
-//! holdfast/tests/toy.rs).
+//! holdfast/tests/integration/toy.rs).
 
 use std::process::{Command, Output};
 

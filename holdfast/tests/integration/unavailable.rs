@@ -1,14 +1,15 @@
-//! A seed whose system stays unavailable stops burning steps (ADR-seeds-perf): after `UNAVAILABLE_STEPS_MAX` steps in
+//! A seed whose system stays unavailable stops burning steps (ADR-0054): after `UNAVAILABLE_STEPS_MAX` steps in
 //! a row that could not open the system, or that reopened it without getting through its verification, a generated
 //! run moves straight to the liveness phase and the final crash; its schedule holds only the steps that ran, so
 //! the replay is exact.
 
 use std::path::Path;
 
-use holdfast::config::{ExplicitFaults, WorldWeights, healed_faults};
+use crate::common::*;
+use holdfast::config::healed_faults;
 use holdfast::env::{DeterministicRng, Env, FaultConfig, File, OpenOptions, SimEnv};
 use holdfast::runner::UNAVAILABLE_STEPS_MAX;
-use holdfast::{FaultProfile, Observed, OutcomeOf, RunOptions, SystemError, Target, Violation, World, WorldConfig};
+use holdfast::{Observed, OutcomeOf, RunOptions, SystemError, Target, Violation, World, WorldConfig};
 use serde::{Deserialize, Serialize};
 
 const MARKER: &str = "/stuck/marker";
@@ -30,10 +31,6 @@ enum StuckObserved {
 #[derive(Debug)]
 struct Stuck {
     env: Option<SimEnv>,
-}
-
-fn io(error: &holdfast::env::Error) -> SystemError {
-    SystemError::new("io", error)
 }
 
 impl Stuck {
@@ -103,23 +100,7 @@ impl Target for Stuck {
 }
 
 fn run(faults: FaultConfig) -> OutcomeOf<Stuck> {
-    let world = WorldConfig {
-        profile: FaultProfile::Assumed,
-        faults,
-        buggify: false,
-        weights: WorldWeights {
-            op: 1,
-            run_task: 0,
-            reopen: 0,
-            fault: 0,
-            crash: 0,
-            crash_at_io: 0,
-            crash_during_recovery: 0,
-        },
-        explicit: ExplicitFaults::None,
-        crash_at_io_k_max: 1,
-        recovery_crash_k_max: 1,
-    };
+    let world = operations_only_world(faults);
     holdfast::run_configured::<Stuck>(7, world, (), &RunOptions::with_steps(STEPS))
 }
 

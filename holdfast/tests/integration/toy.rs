@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
+use crate::common::*;
 use holdfast::config::{ExplicitFaults, WorldWeights, healed_faults};
 use holdfast::env::{DeterministicRng, Env, FaultConfig, File, OpenOptions, SimEnv};
 use holdfast::{
@@ -44,10 +45,6 @@ struct Toy<const SAFE: bool> {
     acked: BTreeMap<u32, u64>,
     maybe: BTreeMap<u32, BTreeSet<u64>>,
     next_value: u64,
-}
-
-fn io(error: &holdfast::env::Error) -> SystemError {
-    SystemError::new("io", error)
 }
 
 impl<const SAFE: bool> Toy<SAFE> {

@@ -1,15 +1,14 @@
-//! A hang is a failure (ADR-seeds-perf): a toy system whose background work never converges, or whose code loops
+//! A hang is a failure (ADR-0055): a toy system whose background work never converges, or whose code loops
 //! on the world, must fail its seed with a liveness violation that names the work budget — never stall the swarm —
 //! and that failure must replay identically and shrink like any other.
 
 use std::path::{Path, PathBuf};
 
+use crate::common::*;
 use holdfast::budget::{WORK_BUDGET_INVARIANT, work_limit};
-use holdfast::config::{ExplicitFaults, WorldWeights, healed_faults};
+use holdfast::config::healed_faults;
 use holdfast::env::{Env, FaultConfig, File, OpenOptions, SimEnv, TaskHandle, TaskStep};
-use holdfast::{
-    FailureKind, FaultProfile, Observed, OutcomeOf, RunOptions, SystemError, Target, Violation, World, WorldConfig,
-};
+use holdfast::{FailureKind, Observed, OutcomeOf, RunOptions, SystemError, Target, Violation, World, WorldConfig};
 use serde::{Deserialize, Serialize};
 
 const DATA: &str = "/spin/data";
@@ -46,10 +45,6 @@ struct Spin {
     env: Option<SimEnv>,
     stuck: Stuck,
     compactions: Vec<TaskHandle>,
-}
-
-fn io(error: &holdfast::env::Error) -> SystemError {
-    SystemError::new("io", error)
 }
 
 impl Spin {
@@ -131,23 +126,7 @@ impl Target for Spin {
 
 /// Operations only: no faults, crashes or task steps, so the only way to fail is to get stuck.
 fn spin_world() -> WorldConfig {
-    WorldConfig {
-        profile: FaultProfile::Assumed,
-        faults: healed_faults(&FaultConfig::none()),
-        buggify: false,
-        weights: WorldWeights {
-            op: 1,
-            run_task: 0,
-            reopen: 0,
-            fault: 0,
-            crash: 0,
-            crash_at_io: 0,
-            crash_during_recovery: 0,
-        },
-        explicit: ExplicitFaults::None,
-        crash_at_io_k_max: 1,
-        recovery_crash_k_max: 1,
-    }
+    operations_only_world(healed_faults(&FaultConfig::none()))
 }
 
 fn run(seed: u64, stuck: Stuck) -> OutcomeOf<Spin> {
