@@ -24,12 +24,13 @@ use crate::jobs::{install_manifest, write_table};
 use crate::manifest::{LEVELS, MANIFEST_TEMP_FILE, Manifest, read_manifest};
 use crate::memtable::Memtable;
 use crate::options::Options;
+use crate::recovery_rules::{
+    SegmentEnd, UNSEALED_REASON, batch_follows, next_file_number, recovered_last_sequence, replays_segment,
+    segment_counts, segment_end,
+};
 use crate::sstable::{BlockCache, Table};
 use crate::types::{Entry, Sequence};
 use crate::version::{LiveTable, Version};
-use crate::recovery_rules::{
-    SegmentEnd, UNSEALED_REASON, batch_follows, next_file_number, recovered_last_sequence, replays_segment, segment_counts, segment_end,
-};
 use crate::wal::{Record, WalEnd, WalScan, WalWriter, decode_segment};
 
 /// How many times a damaged-looking segment is re-read before its damage is believed (a read can flip a bit).

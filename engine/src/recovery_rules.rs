@@ -95,10 +95,7 @@ mod tests {
         assert_eq!(segment_end(&scan(true, WalEnd::Clean), false), SegmentEnd::Keep);
         assert!(matches!(segment_end(&scan(false, WalEnd::Clean), false), SegmentEnd::Unsealed));
         let corrupt = WalEnd::Corrupt { offset: 7, reason: "crc".into() };
-        assert_eq!(
-            segment_end(&scan(true, corrupt), true),
-            SegmentEnd::Corrupt { offset: 7, reason: "crc".into() }
-        );
+        assert_eq!(segment_end(&scan(true, corrupt), true), SegmentEnd::Corrupt { offset: 7, reason: "crc".into() });
     }
 
     #[test]

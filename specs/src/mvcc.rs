@@ -34,9 +34,7 @@
 use stateright::{Model, Property};
 
 use crate::check::Spec;
-use crate::db::{
-    Action, Cause, Config, DbState, ReadOnlySnapshot, Slot, Status, TrackerUse, describe, render_action,
-};
+use crate::db::{Action, Cause, Config, DbState, ReadOnlySnapshot, Slot, Status, TrackerUse, describe, render_action};
 
 /// The bounds of [`Mvcc`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -621,8 +621,12 @@ impl Storage {
             for (record_offset, record) in &scan.records {
                 if let Record::Batch(batch) = record {
                     if !batch_follows(batch.first_sequence, replayed_last) {
-                        let reason = format!("batch at sequence {} does not follow {replayed_last}", batch.first_sequence);
-                        return Err((FailureKind::Corruption, format!("{name:?} corrupt at {record_offset}: {reason}")));
+                        let reason =
+                            format!("batch at sequence {} does not follow {replayed_last}", batch.first_sequence);
+                        return Err((
+                            FailureKind::Corruption,
+                            format!("{name:?} corrupt at {record_offset}: {reason}"),
+                        ));
                     }
                     for (offset, write) in batch.writes.iter().enumerate() {
                         replayed.insert(batch.first_sequence + offset as u64, write.key[0]);

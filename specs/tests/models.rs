@@ -250,9 +250,8 @@ fn committed_logs_match_the_sources_they_checked() {
         if recorded != Some(current) {
             let recorded = recorded.map_or("none".to_string(), |hash| format!("{hash:016x}"));
             stale.push(format!(
-                "{}: recorded source hash {recorded}, the sources it mirrors hash to {current:016x} now; \
-                 regenerate it with `{}` and commit it",
-                path.display(),
+                "specs/{model}.check.log: recorded source hash {recorded}, the sources it mirrors hash to \
+                 {current:016x} now; regenerate it with `{}` and commit it",
                 specs::sources::regenerate_command(model)
             ));
         }

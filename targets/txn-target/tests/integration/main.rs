@@ -1,4 +1,4 @@
 //! Transaction target integration tests.
 
-mod txn;
 mod real_threads;
+mod txn;

@@ -42,7 +42,9 @@ enum Did {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum End {
     /// A read-write commit, acknowledged: its last sequence.
-    Committed { last_sequence: u64 },
+    Committed {
+        last_sequence: u64,
+    },
     /// Ended with nothing to make durable (read-only, or wrote nothing, or a read-only "rollback").
     Finished,
     RolledBack,
