@@ -625,6 +625,29 @@ fn render(key: &[u8]) -> String {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_snapshot_steps_below_every_span_that_holds_it() {
+        assert_eq!(snapshot_outside(9, &[]), 9);
+        assert_eq!(snapshot_outside(9, &[(10, 12)]), 9, "a span above the visible sequence holds nothing");
+        assert_eq!(snapshot_outside(9, &[(9, 10)]), 8);
+        assert_eq!(snapshot_outside(9, &[(4, 6), (7, 12)]), 6, "a span's end is exclusive");
+        assert_eq!(snapshot_outside(9, &[(5, 7), (7, 12)]), 4, "chained spans step down one after the other");
+    }
+
+    /// A pivot `T0 → T1` where `T1` committed two writes (sequences 1..=2) before `T0` (sequence 3): a reader
+    /// must read below `T1`'s first sequence, not its commit sequence (the txn target's partial-commit finding).
+    #[test]
+    fn the_safe_snapshot_is_below_the_whole_straddled_commit() {
+        let mut tracker = ConflictTracker::new();
+        let (pivot, out) = (tracker.begin(0, false), tracker.begin(0, false));
+        tracker.on_read(pivot, b"a").expect("read");
+        tracker.commit(out, &[b"a".to_vec(), b"b".to_vec()], 2).expect("out commits first");
+        tracker.commit(pivot, &[b"c".to_vec()], 3).expect("the pivot commits");
+        assert_eq!(tracker.straddles(), vec![Straddle { out_first: 1, out_commit: 2, pivot_commit: 3 }]);
+        assert_eq!(tracker.safe_snapshot(2), 0);
+        assert_eq!(tracker.safe_snapshot(3), 3, "once the pivot is visible no snapshot straddles it");
+    }
+
     /// Every cause, on `key`, with the message the tracker formatted before causes were values (the same text).
     fn causes(key: &[u8], shown: &str) -> Vec<(ConflictCause, String, &'static str)> {
         let key = key.to_vec();
