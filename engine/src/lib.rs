@@ -17,6 +17,7 @@ pub mod manifest;
 mod memtable;
 mod options;
 mod recovery;
+pub mod recovery_rules;
 pub mod ssi;
 pub mod sstable;
 mod txn;

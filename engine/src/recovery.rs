@@ -24,10 +24,14 @@ use crate::jobs::{install_manifest, write_table};
 use crate::manifest::{LEVELS, MANIFEST_TEMP_FILE, Manifest, read_manifest};
 use crate::memtable::Memtable;
 use crate::options::Options;
+use crate::recovery_rules::{
+    SegmentEnd, UNSEALED_REASON, batch_follows, next_file_number, recovered_last_sequence, replays_segment,
+    segment_counts, segment_end,
+};
 use crate::sstable::{BlockCache, Table};
 use crate::types::{Entry, Sequence};
 use crate::version::{LiveTable, Version};
-use crate::wal::{Record, WalEnd, WalWriter, decode_segment};
+use crate::wal::{Record, WalEnd, WalScan, WalWriter, decode_segment};
 
 /// How many times a damaged-looking segment is re-read before its damage is believed (a read can flip a bit).
 pub const SEGMENT_READS_MAX: u32 = 3;
@@ -84,14 +88,14 @@ pub(crate) fn open<E: Env>(env: E, dir: &Path, options: Options) -> Result<Db<E>
     let cache = Arc::new(BlockCache::new(options.block_cache_bytes));
     let version = open_tables(&env, dir, &manifest, &cache)?;
     let replay = replay_logs(&env, dir, &manifest, &listing)?;
-    let mut last_sequence = manifest.last_sequence.max(replay.last_sequence);
+    let mut last_sequence = recovered_last_sequence(manifest.last_sequence, replay.last_sequence);
     if crate::canary::active("seq-reset-on-recovery") {
         // Canary: the sequence restarts from what the log alone shows.
         last_sequence = replay.last_sequence;
     }
     let sequence_reset = crate::canary::active("seq-reset-on-recovery");
     assert!(replay.memtable.max_sequence() <= last_sequence || sequence_reset, "recovered sequence went backwards");
-    let next_file_number = manifest.next_file_number.max(listing.highest_number + 1);
+    let next_file_number = next_file_number(manifest.next_file_number, listing.highest_number);
     let wal_number = next_file_number;
     let wal_file = env.open(&dir.join(wal_file_name(wal_number)), OpenOptions::create_new())?;
     let state = State {
@@ -170,12 +174,12 @@ fn replay_logs<E: Env>(env: &E, dir: &Path, manifest: &Manifest, listing: &Listi
     let memtable = Memtable::new();
     let mut last_sequence = 0;
     let mut segments = Vec::new();
-    for &number in listing.wal_numbers.iter().filter(|&&n| n >= manifest.log_number) {
+    for &number in listing.wal_numbers.iter().filter(|&&n| replays_segment(n, manifest.log_number)) {
         let path = dir.join(wal_file_name(number));
         let (scan, file) = read_segment(env, &path)?;
         // An empty segment holds nothing: a recovery that crashed before installing its manifest leaves one
         // (ADR-0033). It does not count when deciding which segment is the last.
-        if file.len()? > 0 {
+        if segment_counts(file.len()?) {
             segments.push((path, scan, file));
         } else {
             env::probe!(env, "recovery.empty_segment_skipped");
@@ -190,7 +194,7 @@ fn replay_logs<E: Env>(env: &E, dir: &Path, manifest: &Manifest, listing: &Listi
         let is_last = index + 1 == count;
         for (record_offset, record) in &scan.records {
             if let Record::Batch(batch) = record {
-                if batch.first_sequence <= last_sequence {
+                if !batch_follows(batch.first_sequence, last_sequence) {
                     let reason = format!("batch at sequence {} does not follow {last_sequence}", batch.first_sequence);
                     return Err(Error::Corruption { file: path, offset: *record_offset, reason });
                 }
@@ -200,42 +204,30 @@ fn replay_logs<E: Env>(env: &E, dir: &Path, manifest: &Manifest, listing: &Listi
                 last_sequence = last_sequence.max(batch.last_sequence());
             }
         }
-        let sealed = matches!(scan.records.last(), Some((_, Record::Seal)));
-        check_segment_end(env, &path, &file, scan.end, is_last, sealed)?;
+        check_segment_end(env, &path, &file, &scan, is_last)?;
     }
     Ok(Replay { memtable, last_sequence })
 }
 
-/// How a replayed segment may end (ADR-0012): the last non-empty segment may end in a torn tail (truncated
-/// here); every earlier one was sealed and synced before the log moved on.
-fn check_segment_end<E: Env>(
-    env: &E,
-    path: &Path,
-    file: &E::File,
-    end: WalEnd,
-    is_last: bool,
-    sealed: bool,
-) -> Result<()> {
-    let path = path.to_path_buf();
-    match end {
-        WalEnd::Corrupt { offset, reason } => Err(Error::Corruption { file: path, offset, reason }),
-        WalEnd::TornTail { offset } if !is_last && !sealed => {
-            Err(Error::Corruption { file: path, offset, reason: "a sealed-over segment ends in damage".into() })
+/// Apply the rule of how a replayed segment may end ([`segment_end`], ADR-0012): truncate a torn tail of the last
+/// segment, refuse damage anywhere else.
+fn check_segment_end<E: Env>(env: &E, path: &Path, file: &E::File, scan: &WalScan, is_last: bool) -> Result<()> {
+    let file_path = path.to_path_buf();
+    match segment_end(scan, is_last) {
+        SegmentEnd::Corrupt { offset, reason } => Err(Error::Corruption { file: file_path, offset, reason }),
+        SegmentEnd::Truncate { offset } if crate::canary::active("torn-tail-rejected") => {
+            Err(Error::Corruption { file: file_path, offset, reason: "torn tail (canary)".into() })
         }
-        WalEnd::TornTail { offset } if crate::canary::active("torn-tail-rejected") => {
-            Err(Error::Corruption { file: path, offset, reason: "torn tail (canary)".into() })
-        }
-        WalEnd::TornTail { offset } => {
+        SegmentEnd::Truncate { offset } => {
             env::probe!(env, "wal.torn_tail_truncated");
             file.set_len(offset)?;
             file.sync()?;
             Ok(())
         }
-        WalEnd::Clean if !is_last && !sealed => {
-            let reason = "segment is not the last but has no seal record".to_string();
-            Err(Error::Corruption { file: path, offset: file.len()?, reason })
+        SegmentEnd::Unsealed => {
+            Err(Error::Corruption { file: file_path, offset: file.len()?, reason: UNSEALED_REASON.into() })
         }
-        WalEnd::Clean => Ok(()),
+        SegmentEnd::Keep => Ok(()),
     }
 }
 

@@ -189,6 +189,33 @@ impl TxnRecord {
     }
 }
 
+/// A pivot `P` whose rw antidependency leads to `T`, which committed before `P`: a reader that sees `T` and not `P`
+/// is unsafe (Fekete's read-only anomaly).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Straddle {
+    /// `T`'s first sequence (a commit of several writes takes consecutive sequences ending at its commit).
+    pub out_first: Sequence,
+    /// `T`'s commit sequence (its last).
+    pub out_commit: Sequence,
+    /// `P`'s commit sequence.
+    pub pivot_commit: Sequence,
+}
+
+/// The newest snapshot at or below `visible` inside none of the half-open `[start, end)` spans: a snapshot inside
+/// one steps to just below its start, until none holds it. Pure.
+pub fn snapshot_outside(visible: Sequence, spans: &[(Sequence, Sequence)]) -> Sequence {
+    let mut snapshot = visible;
+    for _ in 0..=spans.len() {
+        match spans.iter().find(|(start, end)| *start <= snapshot && snapshot < *end) {
+            Some((start, _)) => snapshot = start - 1,
+            None => break,
+        }
+    }
+    debug_assert!(spans.iter().all(|(start, end)| !(*start <= snapshot && snapshot < *end)));
+    assert!(snapshot <= visible, "a safe snapshot is never newer than what is visible");
+    snapshot
+}
+
 /// Counters for tests and the simulator.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct TrackerStats {
@@ -244,17 +271,25 @@ impl ConflictTracker {
     }
 
     /// The snapshot a read-only transaction should read at, given the last visible sequence: the newest one that
-    /// no pivot straddles. A pivot `P → T` with `T` committed before `P` makes any snapshot in `[C_T, C_P)`
+    /// no pivot straddles. A pivot `P → T` with `T` committed before `P` makes any snapshot in `[first_T, C_P)`
     /// unsafe for a reader (it would see `T` but not `P`: Fekete's read-only anomaly). While `P` is in flight
     /// (validated, not yet visible) the latest snapshot can be in that interval; the reader then reads just below
-    /// `C_T` instead of waiting (ADR-0025). `P`'s snapshot stays registered until it is visible, so the versions
-    /// that snapshot needs are still there.
+    /// `T`'s first sequence instead of waiting (ADR-0025). `P`'s snapshot stays registered until it is visible, so
+    /// the versions that snapshot needs are still there.
     pub fn safe_snapshot(&self, visible: Sequence) -> Sequence {
-        let mut intervals: Vec<(Sequence, Sequence)> = Vec::new();
+        // A commit's writes take consecutive sequences ending at its commit sequence: a safe snapshot must be below
+        // the *first* of them, or the reader would see part of the commit (found by the txn target; `specs::Ssi`
+        // keeps the rule that stepped below the commit sequence as a known-bad variant, ADR-0059, ADR-0060, ADR-0061, ADR-0062).
+        let unsafe_spans: Vec<(Sequence, Sequence)> =
+            self.straddles().iter().map(|straddle| (straddle.out_first, straddle.pivot_commit)).collect();
+        snapshot_outside(visible, &unsafe_spans)
+    }
+
+    /// Every pivot `P → T` whose out-neighbour `T` committed before `P` (live records and the pruned summary).
+    pub fn straddles(&self) -> Vec<Straddle> {
+        let mut straddles = Vec::new();
         for record in self.txns.values() {
             let Some(pivot_commit) = record.commit() else { continue };
-            // A commit's writes take consecutive sequences ending at its commit sequence: a safe snapshot must be
-            // below the *first* of them, or the reader would see part of the commit (found by the txn target).
             let outs = record.out_edges.iter().filter_map(|out| {
                 let out = self.txns.get(out)?;
                 let commit = out.commit()?;
@@ -263,20 +298,11 @@ impl ConflictTracker {
             let pruned = record.pruned_out_commit_min.zip(record.pruned_out_first_min);
             for (out_commit, out_first) in outs.chain(pruned) {
                 if out_commit < pivot_commit {
-                    intervals.push((out_first, pivot_commit));
+                    straddles.push(Straddle { out_first, out_commit, pivot_commit });
                 }
             }
         }
-        let mut snapshot = visible;
-        for _ in 0..=intervals.len() {
-            match intervals.iter().find(|(out, pivot)| *out <= snapshot && snapshot < *pivot) {
-                Some((out, _)) => snapshot = out - 1,
-                None => break,
-            }
-        }
-        debug_assert!(intervals.iter().all(|(out, pivot)| !(*out <= snapshot && snapshot < *pivot)));
-        assert!(snapshot <= visible, "a safe snapshot is never newer than what is visible");
-        snapshot
+        straddles
     }
 
     /// How many transaction records are held (active plus retained finished ones).
@@ -598,6 +624,29 @@ fn render(key: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_snapshot_steps_below_every_span_that_holds_it() {
+        assert_eq!(snapshot_outside(9, &[]), 9);
+        assert_eq!(snapshot_outside(9, &[(10, 12)]), 9, "a span above the visible sequence holds nothing");
+        assert_eq!(snapshot_outside(9, &[(9, 10)]), 8);
+        assert_eq!(snapshot_outside(9, &[(4, 6), (7, 12)]), 6, "a span's end is exclusive");
+        assert_eq!(snapshot_outside(9, &[(5, 7), (7, 12)]), 4, "chained spans step down one after the other");
+    }
+
+    /// A pivot `T0 → T1` where `T1` committed two writes (sequences 1..=2) before `T0` (sequence 3): a reader
+    /// must read below `T1`'s first sequence, not its commit sequence (the txn target's partial-commit finding).
+    #[test]
+    fn the_safe_snapshot_is_below_the_whole_straddled_commit() {
+        let mut tracker = ConflictTracker::new();
+        let (pivot, out) = (tracker.begin(0, false), tracker.begin(0, false));
+        tracker.on_read(pivot, b"a").expect("read");
+        tracker.commit(out, &[b"a".to_vec(), b"b".to_vec()], 2).expect("out commits first");
+        tracker.commit(pivot, &[b"c".to_vec()], 3).expect("the pivot commits");
+        assert_eq!(tracker.straddles(), vec![Straddle { out_first: 1, out_commit: 2, pivot_commit: 3 }]);
+        assert_eq!(tracker.safe_snapshot(2), 0);
+        assert_eq!(tracker.safe_snapshot(3), 3, "once the pivot is visible no snapshot straddles it");
+    }
 
     /// Every cause, on `key`, with the message the tracker formatted before causes were values (the same text).
     fn causes(key: &[u8], shown: &str) -> Vec<(ConflictCause, String, &'static str)> {

@@ -288,3 +288,34 @@ impl Env for RealEnv {
         false
     }
 }
+
+/// A fresh directory under the OS temp dir ([`RealEnv::temp_dir`]), removed with everything in it on drop.
+#[derive(Debug)]
+pub struct TempDir {
+    path: PathBuf,
+}
+
+impl TempDir {
+    /// The directory's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        // Best effort: a leftover scratch directory must not turn a passing run into a panic.
+        let _ignored = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+impl RealEnv {
+    /// A fresh, empty directory under the OS temp dir, named `holdfast-<name>-<pid>-<random>`, for tests and
+    /// examples on the real file system; it is removed when the returned value drops.
+    pub fn temp_dir(&self, name: &str) -> Result<TempDir> {
+        let unique = format!("holdfast-{name}-{}-{:016x}", std::process::id(), self.random_u64());
+        let path = std::env::temp_dir().join(unique);
+        self.create_dir_all(&path)?;
+        Ok(TempDir { path })
+    }
+}

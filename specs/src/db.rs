@@ -5,7 +5,7 @@
 //! The transitions follow `engine/src/txn.rs` step by step:
 //!
 //! * `begin`: snapshot = `last_sequence` (the last *acknowledged* sequence) for a read-write transaction,
-//!   `tracker.safe_snapshot(last_sequence)` for a read-only one; then `tracker.begin`.
+//!   `tracker.safe_snapshot(last_sequence)` for a read-only one ([`ReadOnlySnapshot`]); then `tracker.begin`.
 //! * `get`: a key the transaction wrote is answered from its buffer without the tracker (the model does not
 //!   generate such reads); otherwise the value at the snapshot, then `tracker.on_read`. A conflict aborts the
 //!   transaction (`tracker.abort`) and the read is not delivered.
@@ -192,9 +192,22 @@ pub struct Config {
     /// Whether a validated commit becomes visible in a separate step (the engine's group commit) or at once.
     pub ack_gap: bool,
     pub tracker: TrackerUse,
-    /// Whether a read-only transaction reads at `tracker.safe_snapshot(last_sequence)` (the engine) or at
-    /// `last_sequence` (a known-bad variant: the pre-ADR-0025 rule).
-    pub safe_snapshot: bool,
+    /// Where a read-only transaction reads.
+    pub read_only_snapshot: ReadOnlySnapshot,
+}
+
+/// Where a read-only transaction reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReadOnlySnapshot {
+    /// At `last_sequence` (a known-bad variant: the rule before ADR-0025).
+    Latest,
+    /// At `tracker.safe_snapshot(last_sequence)`: the engine.
+    Safe,
+    /// A known-bad variant, the rule before the txn target's partial-commit finding: below the commit sequence
+    /// (the last) of a straddled pivot's out-neighbour rather than its first sequence, computed with the
+    /// engine's own [`engine::ssi::ConflictTracker::straddles`] and [`engine::ssi::snapshot_outside`]. A reader
+    /// can then see part of a commit of several writes.
+    BelowCommit,
 }
 
 impl Config {
@@ -207,14 +220,14 @@ impl Config {
             .collect();
         let ranges: Vec<String> = self.ranges.iter().map(Range::render).collect();
         format!(
-            "keys={} txns=[{}] ranges=[{}] rollback={} ack_gap={} tracker={:?} safe_snapshot={}",
+            "keys={} txns=[{}] ranges=[{}] rollback={} ack_gap={} tracker={:?} read_only_snapshot={:?}",
             self.keys,
             slots.join(", "),
             ranges.join(", "),
             self.rollback,
             self.ack_gap,
             self.tracker,
-            self.safe_snapshot
+            self.read_only_snapshot
         )
     }
 }
@@ -401,14 +414,21 @@ impl DbState {
     fn begin(&mut self, config: &Config, slot: usize) {
         let read_only = self.txns[slot].read_only;
         let visible = self.last_sequence;
-        let snapshot = if read_only && config.safe_snapshot && config.tracker != TrackerUse::Off {
-            match self.tracker_call("safe_snapshot", |tracker| tracker.safe_snapshot(visible)) {
-                Some(snapshot) => snapshot,
-                None => return,
-            }
+        let rule = if read_only && config.tracker != TrackerUse::Off {
+            config.read_only_snapshot
         } else {
-            visible
+            ReadOnlySnapshot::Latest
         };
+        let snapshot = match rule {
+            ReadOnlySnapshot::Latest => Some(visible),
+            ReadOnlySnapshot::Safe => self.tracker_call("safe_snapshot", |tracker| tracker.safe_snapshot(visible)),
+            ReadOnlySnapshot::BelowCommit => self.tracker_call("straddles", |tracker| {
+                let spans: Vec<(Sequence, Sequence)> =
+                    tracker.straddles().iter().map(|straddle| (straddle.out_commit, straddle.pivot_commit)).collect();
+                engine::ssi::snapshot_outside(visible, &spans)
+            }),
+        };
+        let Some(snapshot) = snapshot else { return };
         let id = if config.tracker == TrackerUse::Off {
             0
         } else {

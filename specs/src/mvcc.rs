@@ -34,7 +34,7 @@
 use stateright::{Model, Property};
 
 use crate::check::Spec;
-use crate::db::{Action, Cause, Config, DbState, Slot, Status, TrackerUse, describe, render_action};
+use crate::db::{Action, Cause, Config, DbState, ReadOnlySnapshot, Slot, Status, TrackerUse, describe, render_action};
 
 /// The bounds of [`Mvcc`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,7 +64,7 @@ impl Mvcc {
                 rollback: true,
                 ack_gap: true,
                 tracker: TrackerUse::WritesOnly,
-                safe_snapshot: true,
+                read_only_snapshot: ReadOnlySnapshot::Safe,
             },
         }
     }

@@ -13,7 +13,9 @@
 //! **Bounds** ([`SsiBound`]): small — keys `a`,`b`; two read-write transactions of at most 2 operations and one
 //! read-only transaction of at most 2; range read `[a, ..)`; read-write transactions may roll back. Large —
 //! keys `a`,`b`; read-write transactions of 3 and 2 operations and one read-only transaction of 2 (enough for
-//! Fekete's read-only anomaly); range read `[a, ..)`; no rollback.
+//! Fekete's read-only anomaly); range read `[a, ..)`; no rollback. Multi-write — keys `a`,`b`,`c`; two
+//! read-write transactions of at most 2 operations and one read-only of 1, no range read, no rollback: the
+//! smallest world in which one commit takes two sequences and a pivot writes a key it does not.
 //!
 //! **Invariants**:
 //! * `serializable` — an independent oracle: brute-force search for a serial order of the committed
@@ -28,7 +30,7 @@
 //!   transaction active or in flight (validated, not yet visible) it holds no records (bounded memory).
 //! * `sometimes_rw_conflict` (reachability) — some transaction is aborted for an rw conflict.
 //!
-//! **Leaves out**: deletes; more than two keys; the tracker's pruning under many transactions (records are
+//! **Leaves out**: deletes; more than two keys (three in the multi-write bound); the tracker's pruning under many transactions (records are
 //! dropped as in the engine, but the bounds keep few alive); the WAL and crashes; reads of a transaction's own
 //! writes (answered from its buffer, no tracker call); engine-level retries.
 //!
@@ -37,17 +39,26 @@
 //! (snapshot isolation only): the checker
 //! finds write skew. [`Ssi::without_read_after_commit_edge`] skips `on_read`/`on_scan` when a validated writer
 //! outside the snapshot wrote the key, so the read-after-commit rw edge is never found.
+//! [`Ssi::safe_snapshot_below_commit`] (the safe-snapshot rule before the txn target's partial-commit finding,
+//! computed with the tracker's own `straddles` and `snapshot_outside`): under [`SsiBound::MultiWrite`] the
+//! checker finds a reader whose snapshot falls inside a two-write commit (`snapshot_reads`).
 
 use stateright::{Model, Property};
 
 use crate::check::Spec;
-use crate::db::{Action, Cause, Config, DbState, Range, Slot, Status, TrackerUse, describe, render_action};
+use crate::db::{
+    Action, Cause, Config, DbState, Range, ReadOnlySnapshot, Slot, Status, TrackerUse, describe, render_action,
+};
 
 /// The bounds of [`Ssi`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SsiBound {
     Small,
     Large,
+    /// Keys `a`,`b`,`c`; two read-write transactions of at most 2 operations and one read-only transaction of 1;
+    /// no range read, no rollback: a commit of two writes (two sequences) and a pivot writing a third key, the
+    /// smallest world where a reader's snapshot can fall inside one commit.
+    MultiWrite,
 }
 
 /// The SSI model. See the module docs.
@@ -60,14 +71,16 @@ impl Ssi {
     pub fn new(bound: SsiBound) -> Self {
         let (rw, ro) = (|ops_max| Slot { read_only: false, ops_max }, |ops_max| Slot { read_only: true, ops_max });
         let all = Range { start: 0, end: None };
-        let (slots, ranges) = match bound {
-            SsiBound::Small => (vec![rw(2), rw(2), ro(2)], vec![all]),
-            SsiBound::Large => (vec![rw(3), rw(2), ro(2)], vec![all]),
+        let (keys, slots, ranges) = match bound {
+            SsiBound::Small => (2, vec![rw(2), rw(2), ro(2)], vec![all]),
+            SsiBound::Large => (2, vec![rw(3), rw(2), ro(2)], vec![all]),
+            SsiBound::MultiWrite => (3, vec![rw(2), rw(2), ro(1)], Vec::new()),
         };
         // Rollback adds little (an abort the tracker sees anyway) and multiplies the large bound's states.
         let rollback = bound == SsiBound::Small;
         let tracker = TrackerUse::Full;
-        Self { config: Config { keys: 2, slots, ranges, rollback, ack_gap: true, tracker, safe_snapshot: true } }
+        let read_only_snapshot = ReadOnlySnapshot::Safe;
+        Self { config: Config { keys, slots, ranges, rollback, ack_gap: true, tracker, read_only_snapshot } }
     }
 
     /// Commits become visible the moment they are validated (no group-commit window).
@@ -79,7 +92,15 @@ impl Ssi {
     /// Known-bad: a read-only transaction reads at the last visible sequence, not at the tracker's safe snapshot
     /// (the rule before ADR-0025): one that begins while a pivot is in flight is chosen to abort.
     pub fn without_safe_snapshot(mut self) -> Self {
-        self.config.safe_snapshot = false;
+        self.config.read_only_snapshot = ReadOnlySnapshot::Latest;
+        self
+    }
+
+    /// Known-bad: a read-only transaction's safe snapshot steps below a straddled out-neighbour's *commit*
+    /// sequence instead of its first (the rule before the txn target found a reader seeing part of a commit):
+    /// under [`SsiBound::MultiWrite`] the checker finds a snapshot read of half a commit.
+    pub fn safe_snapshot_below_commit(mut self) -> Self {
+        self.config.read_only_snapshot = ReadOnlySnapshot::BelowCommit;
         self
     }
 

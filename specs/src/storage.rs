@@ -16,11 +16,15 @@
 //!   then remove the old segment.
 //! * **crash + recovery** (`engine/src/recovery.rs`): read `MANIFEST` with the shipped
 //!   [`engine::manifest::decode_manifest`]; every table it lists must be present and intact; replay segments
-//!   numbered at or above its log number with the shipped [`engine::wal::decode_segment`] on the crash's byte
-//!   image (the torn-tail-versus-corruption rule is the shipped code's), truncating a torn tail, skipping empty
-//!   segments, and rejecting a non-final segment without a seal; then the steps of `install_recovered` (new
-//!   segment, table of the replayed commits, synced, directory sync, manifest install) and `remove_orphans`
-//!   (unsynced removes), each a step a further crash may interrupt.
+//!   with the shipped [`engine::wal::decode_segment`] on the crash's byte image (the torn-tail-versus-corruption
+//!   rule is the shipped code's), and decide with the engine's own pure recovery rules
+//!   ([`engine::recovery_rules`], the functions `recovery.rs` calls): which segments replay
+//!   (`replays_segment`), which count when finding the last (`segment_counts`: empty ones do not), whether each
+//!   replayed batch follows the last (`batch_follows`), what each segment's end means (`segment_end`: keep,
+//!   truncate a torn tail, or corruption), where the sequence and the file numbers continue
+//!   (`recovered_last_sequence`, `next_file_number`); then the steps of `install_recovered` (new segment, table
+//!   of the replayed commits, synced, directory sync, manifest install) and `remove_orphans` (unsynced removes),
+//!   each a step a further crash may interrupt.
 //!
 //! **Bounds** ([`StorageBound`]): small — 2 commits, 1 flush, 2 crashes, 32-byte sectors; large — 3 commits,
 //! 1 flush, 2 crashes, 16-byte sectors (a 47-byte record then tears at 2–3 interior boundaries; real 512-byte
@@ -51,7 +55,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use engine::manifest::{Manifest, TableMeta, decode_manifest, encode_manifest};
-use engine::wal::{Batch, BatchWrite, Record, RecordKind, WalEnd, decode_segment, encode_batch, encode_record};
+use engine::recovery_rules::{
+    SegmentEnd, UNSEALED_REASON, batch_follows, next_file_number, recovered_last_sequence, replays_segment,
+    segment_counts, segment_end,
+};
+use engine::wal::{Batch, BatchWrite, Record, RecordKind, decode_segment, encode_batch, encode_record};
 use engine::{Sequence, ValueKind};
 use stateright::{Model, Property};
 
@@ -592,7 +600,7 @@ impl Storage {
         let segments: Vec<u64> = names
             .iter()
             .filter_map(|name| match name {
-                Name::Wal(number) if *number >= manifest.log_number => Some(*number),
+                Name::Wal(number) if replays_segment(*number, manifest.log_number) => Some(*number),
                 _ => None,
             })
             .collect();
@@ -601,39 +609,44 @@ impl Storage {
         let segments: Vec<u64> = segments
             .into_iter()
             .filter(|number| {
-                self.variant.empty_segment_counts || !disk.durable_bytes(Name::Wal(*number)).expect("listed").is_empty()
+                let len_bytes = disk.durable_bytes(Name::Wal(*number)).expect("listed").len() as u64;
+                self.variant.empty_segment_counts || segment_counts(len_bytes)
             })
             .collect();
+        let mut replayed_last: Sequence = 0;
         for (index, &number) in segments.iter().enumerate() {
             let name = Name::Wal(number);
             let is_last = index + 1 == segments.len();
             let scan = decode_segment(disk.durable_bytes(name).expect("listed"));
-            for (_, record) in &scan.records {
+            for (record_offset, record) in &scan.records {
                 if let Record::Batch(batch) = record {
+                    if !batch_follows(batch.first_sequence, replayed_last) {
+                        let reason =
+                            format!("batch at sequence {} does not follow {replayed_last}", batch.first_sequence);
+                        return Err((
+                            FailureKind::Corruption,
+                            format!("{name:?} corrupt at {record_offset}: {reason}"),
+                        ));
+                    }
                     for (offset, write) in batch.writes.iter().enumerate() {
                         replayed.insert(batch.first_sequence + offset as u64, write.key[0]);
                     }
+                    replayed_last = replayed_last.max(batch.last_sequence());
                 }
             }
-            let sealed = matches!(scan.records.last(), Some((_, Record::Seal)));
-            match scan.end {
-                WalEnd::Corrupt { offset, reason } => {
+            // The engine's own rule (`engine::recovery_rules::segment_end`), as `recovery.rs` applies it.
+            match segment_end(&scan, is_last) {
+                SegmentEnd::Corrupt { offset, reason } => {
                     return Err((FailureKind::Corruption, format!("{name:?} corrupt at {offset}: {reason}")));
                 }
-                WalEnd::TornTail { offset } if !is_last && !sealed => {
-                    return Err((
-                        FailureKind::Corruption,
-                        format!("{name:?}: a sealed-over segment ends in damage at {offset}"),
-                    ));
+                SegmentEnd::Unsealed => {
+                    return Err((FailureKind::Corruption, format!("{name:?}: {UNSEALED_REASON}")));
                 }
-                WalEnd::TornTail { offset } => {
+                SegmentEnd::Truncate { offset } => {
                     state.torn_tail_seen = true;
                     disk.truncate_durable(name, usize::try_from(offset).expect("small"));
                 }
-                WalEnd::Clean if !is_last && !sealed => {
-                    return Err((FailureKind::Corruption, format!("{name:?} is not the last segment but has no seal")));
-                }
-                WalEnd::Clean => {}
+                SegmentEnd::Keep => {}
             }
         }
         for (sequence, id) in &replayed {
@@ -652,8 +665,8 @@ impl Storage {
                 ),
             ));
         }
-        let last_sequence = manifest.last_sequence.max(replayed.keys().copied().max().unwrap_or(0));
-        let wal = manifest.next_file_number.max(highest + 1);
+        let last_sequence = recovered_last_sequence(manifest.last_sequence, replayed_last);
+        let wal = next_file_number(manifest.next_file_number, highest);
         let table = (!replayed.is_empty()).then_some(wal + 1);
         let mut job = vec![Step::Create(Name::Wal(wal))];
         job.extend(self.install_steps(table, wal));

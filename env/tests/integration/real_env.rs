@@ -6,18 +6,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use env::{Env, Error, File, Op, OpenOptions, RealEnv, TaskStep};
 
-/// A fresh directory, removed (with everything in it) on drop. Shared with the `env::fs` facade's tests.
+/// A fresh directory ([`RealEnv::temp_dir`]), removed (with everything in it) on drop. Shared with the `env::fs`
+/// facade's tests.
 pub(crate) struct TempDir {
     pub(crate) path: PathBuf,
+    _dir: env::TempDir,
 }
 
 impl TempDir {
-    #[expect(clippy::disallowed_methods, reason = "tests of RealEnv need a scratch directory in the OS temp dir")]
     pub(crate) fn new(env: &RealEnv, name: &str) -> Self {
-        let unique = format!("holdfast-env-{name}-{}-{:016x}", std::process::id(), env.random_u64());
-        let path = std::env::temp_dir().join(unique);
-        env.create_dir_all(&path).expect("create the temp dir");
-        Self { path }
+        let dir = env.temp_dir(&format!("env-{name}")).expect("create the temp dir");
+        Self { path: dir.path().to_path_buf(), _dir: dir }
     }
 
     fn join(&self, name: &str) -> PathBuf {
@@ -25,12 +24,16 @@ impl TempDir {
     }
 }
 
-impl Drop for TempDir {
-    #[expect(clippy::disallowed_methods, reason = "removing the scratch directory of a RealEnv test")]
-    fn drop(&mut self) {
-        // Best effort: a leftover temp dir must not turn a passing test into a panic.
-        let _ignored = std::fs::remove_dir_all(&self.path);
-    }
+#[test]
+fn temp_dirs_are_fresh_and_removed_on_drop() {
+    let env = RealEnv::new();
+    let (a, b) = (env.temp_dir("fresh").expect("a"), env.temp_dir("fresh").expect("b"));
+    assert_ne!(a.path(), b.path());
+    assert_eq!(env.list_dir(a.path()).expect("list"), Vec::<PathBuf>::new());
+    env.open(&a.path().join("file"), OpenOptions::create_new()).expect("create").write_all_at(0, b"x").expect("write");
+    let path = a.path().to_path_buf();
+    drop(a);
+    assert!(!env.exists(&path).expect("exists"), "{} was removed", path.display());
 }
 
 #[test]

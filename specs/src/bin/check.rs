@@ -5,8 +5,9 @@
 //! ```
 //!
 //! The default is the large bound of the shipped protocol, written to `specs/<Model>.check.log` (regenerated,
-//! never edited by hand); a large run of a `--variant` writes `specs/<Model>.<variant>.check.log`. `--bound
-//! small` only prints the report. Exits non-zero on a violation.
+//! never edited by hand), headed by the hash of the sources the model mirrors (`specs::sources`); a large run of a
+//! `--variant` writes `specs/<Model>.<variant>.check.log`. `--bound small` and `--bound multi-write` only print
+//! the report. Exits non-zero on a violation.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -14,15 +15,18 @@ use std::process::ExitCode;
 use env::{Env as _, File as _, OpenOptions};
 use specs::{Mvcc, MvccBound, Report, Ssi, SsiBound, Storage, StorageBound, check_with};
 
-const USAGE: &str = "usage: check <Mvcc|Ssi|Storage> [--bound small|large] [--variant NAME] [--threads N]\n\
+const USAGE: &str = "usage: check <Mvcc|Ssi|Storage> [--bound small|large|multi-write] [--variant NAME] [--threads N]\n\
+     (multi-write: Ssi only, printed, not logged)\n\
      variants: Mvcc: no-ack-gap, no-first-committer-wins | \
-     Ssi: no-ack-gap, no-safe-snapshot, naive-si, no-read-after-commit-edge | \
+     Ssi: no-ack-gap, no-safe-snapshot, naive-si, no-read-after-commit-edge, safe-snapshot-below-commit | \
      Storage (comma-separated): ack-before-sync, table-not-synced, no-dir-sync-before-manifest, \
      empty-segment-counts";
 
 struct Args {
     model: String,
     large: bool,
+    /// `--bound multi-write` (Ssi's [`SsiBound::MultiWrite`]; printed only, like a small bound).
+    multi_write: bool,
     variant: Option<String>,
     threads: usize,
 }
@@ -30,7 +34,7 @@ struct Args {
 fn parse() -> Result<Args, String> {
     let mut args = std::env::args().skip(1);
     let model = args.next().ok_or("missing model")?;
-    let mut parsed = Args { model, large: true, variant: None, threads: 2 };
+    let mut parsed = Args { model, large: true, multi_write: false, variant: None, threads: 2 };
     while let Some(flag) = args.next() {
         let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
         match flag.as_str() {
@@ -38,6 +42,10 @@ fn parse() -> Result<Args, String> {
                 parsed.large = match value.as_str() {
                     "small" => false,
                     "large" => true,
+                    "multi-write" => {
+                        parsed.multi_write = true;
+                        false
+                    }
                     _ => return Err(format!("unknown bound {value}")),
                 }
             }
@@ -52,6 +60,9 @@ fn parse() -> Result<Args, String> {
 fn run(args: &Args) -> Result<Report, String> {
     let variant = args.variant.as_deref();
     let unknown = || format!("unknown variant {variant:?} for {}", args.model);
+    if args.multi_write && args.model != "Ssi" {
+        return Err(format!("--bound multi-write is a bound of Ssi only, not of {}", args.model));
+    }
     let report = match args.model.as_str() {
         "Mvcc" => {
             let model = Mvcc::new(if args.large { MvccBound::Large } else { MvccBound::Small });
@@ -64,13 +75,19 @@ fn run(args: &Args) -> Result<Report, String> {
             check_with(model, args.threads, false)
         }
         "Ssi" => {
-            let model = Ssi::new(if args.large { SsiBound::Large } else { SsiBound::Small });
+            let bound = match (args.large, args.multi_write) {
+                (true, _) => SsiBound::Large,
+                (false, true) => SsiBound::MultiWrite,
+                (false, false) => SsiBound::Small,
+            };
+            let model = Ssi::new(bound);
             let model = match variant {
                 None => model,
                 Some("no-ack-gap") => model.without_ack_gap(),
                 Some("naive-si") => model.naive_si(),
                 Some("no-safe-snapshot") => model.without_safe_snapshot(),
                 Some("no-read-after-commit-edge") => model.without_read_after_commit_edge(),
+                Some("safe-snapshot-below-commit") => model.safe_snapshot_below_commit(),
                 Some(_) => return Err(unknown()),
             };
             check_with(model, args.threads, args.large)
@@ -121,7 +138,13 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let text = report.render();
+    let mut text = report.render();
+    if args.variant.is_none()
+        && let Some(header) = specs::sources::log_header(report.model)
+    {
+        // The committed log of the shipped protocol records the hash of the sources it checked (ADR-0059, ADR-0060, ADR-0061, ADR-0062).
+        text = format!("{header}{text}");
+    }
     print!("{text}");
     let log_name = match &args.variant {
         None => report.model.to_string(),

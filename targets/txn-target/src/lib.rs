@@ -91,7 +91,7 @@ use holdfast::{
 pub use self::config::{OpWeights, StepWeights, TxnConfig, engine_options};
 pub use self::dsg::{AdyaClass, Cycle, DependencyGraph, Edge, EdgeKind, INITIAL, TxnId};
 pub use self::model::{History, ScanRead, Submission, TxnRecord, Version};
-pub use self::ops::{ClientId, Observation, Op};
+pub use self::ops::{ClientId, Observation, Op, TxnShape};
 
 /// The database directory inside the simulated world.
 pub const DB_DIR: &str = "/db";

@@ -127,44 +127,66 @@ impl TxnTarget {
         }
         match self.clients.get(&client) {
             None => {
-                let read_only = rng.chance_ppm(config.read_only_ppm);
-                let target = if rng.chance_ppm(config.long_ppm) {
-                    rng.range_inclusive(LONG_OPS_MIN, LONG_OPS_MAX)
-                } else {
-                    rng.range_inclusive(1, u64::from(config.ops_max.max(1)))
-                };
-                self.op_targets.insert(client, u32::try_from(target).expect("fits"));
-                Op::Begin { client, read_only }
+                let shape = TxnShape::draw(rng, config);
+                self.op_targets.insert(client, shape.ops);
+                Op::Begin { client, read_only: shape.read_only }
             }
             Some(Client::Submitted { .. }) => Op::Ack { client },
             Some(Client::Open(open)) => {
-                let (ops, read_only) = (open.ops, open.record.read_only);
-                self.txn_op(client, ops, read_only, rng, config)
+                let shape = TxnShape {
+                    read_only: open.record.read_only,
+                    ops: self.op_targets.get(&client).copied().unwrap_or(1),
+                };
+                shape.next_op(client, open.ops, &mut self.next_value_id, rng, config)
             }
         }
     }
+}
 
-    fn txn_op(
-        &mut self,
+/// A transaction as the workload draws it at its `begin`: read-only or not, and how many operations it is meant
+/// to do before it commits (or rolls back). Public so that a workload on real threads draws the same
+/// transactions as the simulated target (`tests/integration/real_threads.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TxnShape {
+    pub read_only: bool,
+    pub ops: u32,
+}
+
+impl TxnShape {
+    /// Draw a new transaction's shape from `config`.
+    pub fn draw(rng: &mut DeterministicRng, config: &TxnConfig) -> Self {
+        let read_only = rng.chance_ppm(config.read_only_ppm);
+        let ops = if rng.chance_ppm(config.long_ppm) {
+            rng.range_inclusive(LONG_OPS_MIN, LONG_OPS_MAX)
+        } else {
+            rng.range_inclusive(1, u64::from(config.ops_max.max(1)))
+        };
+        Self { read_only, ops: u32::try_from(ops).expect("fits") }
+    }
+
+    /// The transaction's next operation after `done` of its operations: a read, a write or a scan, by the
+    /// configuration's weights, and `commit` (or now and then `rollback`) once it reached its count. A put's value
+    /// takes the id `next_value_id`, which then advances.
+    pub fn next_op(
+        &self,
         client: ClientId,
-        ops: u32,
-        read_only: bool,
+        done: u32,
+        next_value_id: &mut u64,
         rng: &mut DeterministicRng,
         config: &TxnConfig,
     ) -> Op {
-        let target = self.op_targets.get(&client).copied().unwrap_or(1);
-        if ops >= target {
+        if done >= self.ops {
             return if rng.chance_ppm(config.rollback_ppm) { Op::Rollback { client } } else { Op::Commit { client } };
         }
         let w = &config.op_weights;
-        let weights = if read_only { [w.get.max(1), 0, 0, w.scan] } else { [w.get, w.put, w.delete, w.scan] };
+        let weights = if self.read_only { [w.get.max(1), 0, 0, w.scan] } else { [w.get, w.put, w.delete, w.scan] };
         let key = u32::try_from(rng.below(u64::from(config.key_count.max(1)))).expect("key fits");
         match rng.weighted(&weights) {
             0 => Op::Get { client, key },
             1 => {
                 let len = 8 + rng.range_inclusive(0, u64::from(config.value_len_max));
-                let value = ValueSpec { id: self.next_value_id, len: u32::try_from(len).expect("fits") };
-                self.next_value_id += 1;
+                let value = ValueSpec { id: *next_value_id, len: u32::try_from(len).expect("fits") };
+                *next_value_id += 1;
                 Op::Put { client, key, value }
             }
             2 => Op::Delete { client, key },

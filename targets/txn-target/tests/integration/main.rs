@@ -1,3 +1,4 @@
 //! Transaction target integration tests.
 
+mod real_threads;
 mod txn;
