@@ -301,6 +301,40 @@ impl Block {
             + BLOCK_OVERHEAD_BYTES
     }
 
+    /// The first entry whose internal key is `>= (user_key, sequence)`, its key left in `key` (one buffer for
+    /// the whole search: no allocation per probe or per scanned entry once it has grown to the key size).
+    fn seek_entry(&self, user_key: &[u8], sequence: Sequence, key: &mut Vec<u8>) -> Option<ParsedEntry> {
+        let restart_index = partition_point(self.restart_offsets.len(), |index| {
+            let key_sequence = self.restart_key_into(index, key);
+            compare_internal(key, key_sequence, user_key, sequence) == Ordering::Less
+        })
+        .saturating_sub(1);
+        let mut offset = self.restart_offsets[restart_index] as usize;
+        key.clear();
+        let mut scanned = 0usize;
+        while offset < self.entries.len() {
+            scanned += 1;
+            assert!(scanned <= BLOCK_ENTRIES_MAX, "seek scanned past BLOCK_ENTRIES_MAX");
+            let parsed = parse_entry(&self.entries, offset, key).expect("a validated block parses");
+            assert!(parsed.next_offset > offset && parsed.next_offset <= self.entries.len(), "entry out of bounds");
+            offset = parsed.next_offset;
+            if compare_internal(key, parsed.sequence, user_key, sequence) != Ordering::Less {
+                return Some(parsed);
+            }
+        }
+        None
+    }
+
+    /// The value a point lookup finds: the first entry `>= (user_key, sequence)` if its user key is `user_key`,
+    /// as its kind and its value's bytes (borrowed: nothing is copied). `key` is the search's scratch buffer.
+    /// The block must hold an entry `>= (user_key, sequence)` (the index chose it for that): panics otherwise.
+    pub fn get_value(&self, user_key: &[u8], sequence: Sequence, key: &mut Vec<u8>) -> Option<(ValueKind, &[u8])> {
+        let found = self.seek_entry(user_key, sequence, key);
+        let found = found.expect("the index promised an entry at or after the seek key in this block");
+        assert!(found.sequence <= sequence || key.as_slice() != user_key, "seek returned a version above the snapshot");
+        (key.as_slice() == user_key).then(|| (found.kind, &self.entries[found.value_start..found.value_end]))
+    }
+
     /// The full key at restart point `index` (restart entries share no prefix), into `key`; returns its sequence.
     fn restart_key_into(&self, index: usize, key: &mut Vec<u8>) -> Sequence {
         key.clear();
@@ -329,29 +363,15 @@ impl BlockCursor {
     /// A cursor at the first entry whose internal key is `>= (user_key, sequence)` (exhausted if none is):
     /// binary search of the restart keys, then a scan of one restart interval.
     pub fn seek(block: Arc<Block>, user_key: &[u8], sequence: Sequence) -> Self {
-        // One key buffer for the whole search: no allocation per probe or per scanned entry.
         let mut key = Vec::new();
-        let restart_index = partition_point(block.restart_offsets.len(), |index| {
-            let key_sequence = block.restart_key_into(index, &mut key);
-            compare_internal(&key, key_sequence, user_key, sequence) == Ordering::Less
-        })
-        .saturating_sub(1);
-        let mut offset = block.restart_offsets[restart_index] as usize;
-        key.clear();
-        let mut peeked = None;
-        let mut scanned = 0usize;
-        while offset < block.entries.len() {
-            scanned += 1;
-            assert!(scanned <= BLOCK_ENTRIES_MAX, "seek scanned past BLOCK_ENTRIES_MAX");
-            let parsed = parse_entry(&block.entries, offset, &mut key).expect("a validated block parses");
-            assert!(parsed.next_offset > offset && parsed.next_offset <= block.entries.len(), "entry out of bounds");
-            offset = parsed.next_offset;
-            if compare_internal(&key, parsed.sequence, user_key, sequence) != Ordering::Less {
-                let value = block.entries[parsed.value_start..parsed.value_end].to_vec();
-                peeked = Some(Entry { key: InternalKey::new(key.clone(), parsed.sequence), kind: parsed.kind, value });
-                break;
+        let (offset, peeked) = match block.seek_entry(user_key, sequence, &mut key) {
+            Some(found) => {
+                let value = block.entries[found.value_start..found.value_end].to_vec();
+                let entry = Entry { key: InternalKey::new(key.clone(), found.sequence), kind: found.kind, value };
+                (found.next_offset, Some(entry))
             }
-        }
+            None => (block.entries.len(), None),
+        };
         Self { block, offset, key, peeked }
     }
 

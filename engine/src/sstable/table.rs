@@ -239,14 +239,11 @@ impl<F: env::File> Table<F> {
             return Ok(Lookup::NotFound);
         };
         let block = self.load_block(block_index)?;
-        let found = BlockCursor::seek(block, user_key, snapshot).next_entry();
-        let entry = found.expect("the index promised an entry at or after the seek key in this block");
-        let order = compare_internal(&entry.key.user_key, entry.key.sequence, user_key, snapshot);
-        assert!(order != Ordering::Less, "seek returned an entry before the seek key");
-        Ok(match entry.kind {
-            _ if entry.key.user_key != user_key => Lookup::NotFound,
-            ValueKind::Put => Lookup::Found(entry.value),
-            ValueKind::Delete => Lookup::Deleted,
+        let mut key = Vec::new();
+        Ok(match block.get_value(user_key, snapshot, &mut key) {
+            None => Lookup::NotFound,
+            Some((ValueKind::Put, value)) => Lookup::Found(value.to_vec()),
+            Some((ValueKind::Delete, _)) => Lookup::Deleted,
         })
     }
 
