@@ -239,8 +239,7 @@ impl<F: env::File> Table<F> {
             return Ok(Lookup::NotFound);
         };
         let block = self.load_block(block_index)?;
-        let mut key = Vec::new();
-        Ok(match block.get_value(user_key, snapshot, &mut key) {
+        Ok(match block.get_value(user_key, snapshot) {
             None => Lookup::NotFound,
             Some((ValueKind::Put, value)) => Lookup::Found(value.to_vec()),
             Some((ValueKind::Delete, _)) => Lookup::Deleted,
