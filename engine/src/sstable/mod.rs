@@ -33,12 +33,14 @@
 //!
 //! # Read path
 //!
-//! `get(user_key, snapshot)`: key range (meta) → Bloom filter → learned index predicts the data block, a binary
-//! search of the window `[p - ε - 1, p + ε + 1]` of the index finds the first block whose last internal key is
-//! `>= (user_key, snapshot)` (falling back to the whole index when the window does not bracket it) → the block
-//! (from the cache, else read and verified, re-read up to [`READ_RETRIES_MAX`] times on a checksum mismatch) →
-//! binary search of its restart points, then a scan. Searching by internal key finds the newest visible version
-//! even when a user key's versions span two blocks.
+//! `get(user_key, snapshot)`: key range (meta) → Bloom filter → learned index predicts the data block from the
+//! key's bytes after the table's shared prefix ([`KeyDomain`]), a binary search of the window `[p - ε - 1,
+//! p + ε + 1]` of the index finds the first block whose last internal key is `>= (user_key, snapshot)` (falling
+//! back to the whole index when the window does not bracket it; cross-checked against a plain binary search
+//! when [`crate::EXPENSIVE_CHECKS`]) → the block (from the cache, else read and verified, re-read up to
+//! [`READ_RETRIES_MAX`] times on a checksum mismatch) → binary search of its restart points, then a scan that
+//! compares prefix-compressed keys without rebuilding them ([`Block::get_value`]). Searching by internal key
+//! finds the newest visible version even when a user key's versions span two blocks.
 
 mod block;
 mod bloom;
