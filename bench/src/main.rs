@@ -108,6 +108,7 @@ struct Args {
 
 impl Args {
     /// Whether this run measures `engine`'s `workload` at `threads` in that durability mode.
+    #[expect(clippy::manual_contains, reason = "the plan holds &'static str; `contains` would need static names")]
     fn wants(&self, engine: &str, workload: &str, threads: usize, synced: bool) -> bool {
         self.plan.as_ref().is_none_or(|plan| plan.iter().any(|c| *c == (engine, workload, threads, synced)))
     }
@@ -590,8 +591,7 @@ fn main() {
             .collect(),
         None => Workload::TIMED.to_vec(),
     };
-    let do_skew =
-        args.plan.is_none() && args.workloads.as_ref().is_none_or(|w| w.iter().any(|n| n == "write-skew"));
+    let do_skew = args.plan.is_none() && args.workloads.as_ref().is_none_or(|w| w.iter().any(|n| n == "write-skew"));
     let mut meta = Meta {
         date: today(),
         machine: machine_name(),

@@ -31,11 +31,25 @@ pub struct Target {
     pub aim: bool,
 }
 
-const fn row(what: &'static str, workload: &'static str, synced: bool, threads: usize, peer: Peer, needed: f64) -> Target {
+const fn row(
+    what: &'static str,
+    workload: &'static str,
+    synced: bool,
+    threads: usize,
+    peer: Peer,
+    needed: f64,
+) -> Target {
     Target { what, workload, synced, threads, peer, needed, aim: false }
 }
 
-const fn aim(what: &'static str, workload: &'static str, synced: bool, threads: usize, peer: Peer, needed: f64) -> Target {
+const fn aim(
+    what: &'static str,
+    workload: &'static str,
+    synced: bool,
+    threads: usize,
+    peer: Peer,
+    needed: f64,
+) -> Target {
     Target { what, workload, synced, threads, peer, needed, aim: true }
 }
 
