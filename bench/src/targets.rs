@@ -42,15 +42,11 @@ const fn row(
     Target { what, workload, synced, threads, peer, needed, aim: false }
 }
 
-const fn aim(
-    what: &'static str,
-    workload: &'static str,
-    synced: bool,
-    threads: usize,
-    peer: Peer,
-    needed: f64,
-) -> Target {
-    Target { what, workload, synced, threads, peer, needed, aim: true }
+impl Target {
+    /// The same row as an aim.
+    const fn as_aim(self) -> Target {
+        Target { aim: true, ..self }
+    }
 }
 
 use Peer::{BestRocks, Engine};
@@ -70,15 +66,15 @@ pub const TARGETS: &[Target] = &[
     row("durable single-key commits", "single-key-commit", true, 8, BestRocks, 1.0),
     row("durable single-key commits", "single-key-commit", true, 8, Engine("lmdb"), 2.0),
     row("durable single-key commits", "single-key-commit", true, 8, Engine("redb"), 2.0),
-    aim("YCSB-C", "ycsb-c", false, 1, Engine("lmdb"), 0.5),
-    aim("YCSB-C", "ycsb-c", false, 4, Engine("lmdb"), 0.5),
-    aim("YCSB-B, synced", "ycsb-b", true, 1, BestRocks, 1.0),
-    aim("YCSB-B, synced", "ycsb-b", true, 4, BestRocks, 1.0),
-    aim("YCSB-B, synced", "ycsb-b", true, 8, BestRocks, 1.0),
-    aim("YCSB-F, synced", "ycsb-f", true, 1, BestRocks, 1.0),
-    aim("YCSB-F, synced", "ycsb-f", true, 4, BestRocks, 1.0),
-    aim("YCSB-F, synced", "ycsb-f", true, 8, BestRocks, 1.0),
-    aim("TPC-C new-order, synced", "tpcc-new-order", true, 8, BestRocks, 1.0),
+    row("YCSB-C", "ycsb-c", false, 1, Engine("lmdb"), 0.5).as_aim(),
+    row("YCSB-C", "ycsb-c", false, 4, Engine("lmdb"), 0.5).as_aim(),
+    row("YCSB-B, synced", "ycsb-b", true, 1, BestRocks, 1.0).as_aim(),
+    row("YCSB-B, synced", "ycsb-b", true, 4, BestRocks, 1.0).as_aim(),
+    row("YCSB-B, synced", "ycsb-b", true, 8, BestRocks, 1.0).as_aim(),
+    row("YCSB-F, synced", "ycsb-f", true, 1, BestRocks, 1.0).as_aim(),
+    row("YCSB-F, synced", "ycsb-f", true, 4, BestRocks, 1.0).as_aim(),
+    row("YCSB-F, synced", "ycsb-f", true, 8, BestRocks, 1.0).as_aim(),
+    row("TPC-C new-order, synced", "tpcc-new-order", true, 8, BestRocks, 1.0).as_aim(),
 ];
 
 /// One row to run: (engine, workload, threads, synced_per_commit).
