@@ -1,11 +1,20 @@
 #!/usr/bin/env bash
-# One command to reproduce: `bash bench/run.sh --quick` (~15 minutes) or `bash bench/run.sh` (the full run).
+# One command to reproduce: `bash bench/run.sh --quick` (~15 minutes), `bash bench/run.sh` (the full run), or
+# `bash bench/run.sh --targets` (only the rows of issue 16's targets table, at the full budget).
 # Everything runs at the lowest CPU priority (nice 19) so a shared machine's other work keeps priority.
 # A backend whose build fails is left out (its cargo feature dropped) and reported as a row with an error.
 # Extra arguments go to the benchmark binary (see `bash bench/run.sh --help`).
 set -uo pipefail
 cd "$(dirname "$0")"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
+
+# A busy machine makes every number pessimistic and noisy: say so before anything runs (the binary checks again
+# at the start and the end of the measurements and records it in the results file's meta.load_warning).
+cores=$(nproc 2>/dev/null || echo 1)
+load=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo 0)
+if awk -v load="$load" -v cores="$cores" 'BEGIN { exit !(load > cores) }'; then
+  echo "bench: WARNING: load average $load is above the $cores cores: other work will compete with the benchmark" >&2
+fi
 bash setup.sh || echo "bench setup failed: rocksdb may not build" >&2
 
 if nice -n 19 cargo build --release; then

@@ -4,9 +4,11 @@ mod backend;
 mod backends;
 mod report;
 mod skew;
+mod targets;
 mod workloads;
 mod zipf;
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -39,6 +41,11 @@ pub struct Row {
     /// Write-skew rows: "holds" or "VIOLATED".
     pub outcome: Option<String>,
     pub detail: Option<String>,
+    /// Peak resident set of the bench process while the row ran, in KiB: `VmHWM` of /proc/self/status, reset
+    /// before the row through /proc/self/clear_refs. It includes the harness and everything the engine holds
+    /// (caches, memtables). None where Linux does not offer it, and in results from before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_rss_kib: Option<u64>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default)]
@@ -62,6 +69,10 @@ pub struct Meta {
     /// The holdfast source measured: HEAD and whether engine/ or env/ had uncommitted changes.
     pub holdfast_source: String,
     pub engines: Vec<EngineMeta>,
+    /// Set when the 1-minute load average was above the core count at the start or the end of the run: other
+    /// work competed for the cores, so the numbers are pessimistic and noisy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_warning: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default)]
@@ -91,6 +102,21 @@ struct Args {
     out: Option<PathBuf>,
     report_only: Option<PathBuf>,
     write_readme: bool,
+    /// `--targets`: only these rows (engine, workload, threads, synced), at the full budget.
+    plan: Option<Vec<targets::Cell>>,
+}
+
+impl Args {
+    /// Whether this run measures `engine`'s `workload` at `threads` in that durability mode.
+    #[expect(clippy::manual_contains, reason = "the plan holds &'static str; `contains` would need static names")]
+    fn wants(&self, engine: &str, workload: &str, threads: usize, synced: bool) -> bool {
+        self.plan.as_ref().is_none_or(|plan| plan.iter().any(|c| *c == (engine, workload, threads, synced)))
+    }
+
+    /// Whether this run has any row for `engine` in that durability mode.
+    fn wants_session(&self, engine: &str, synced: bool) -> bool {
+        self.plan.as_ref().is_none_or(|plan| plan.iter().any(|c| c.0 == engine && c.3 == synced))
+    }
 }
 
 const HELP: &str = "holdfast-bench: holdfast's engine side by side with RocksDB, LMDB, redb, fjall and sled.
@@ -99,6 +125,9 @@ USAGE: cargo run --release --manifest-path bench/Cargo.toml -- [--quick] [OPTION
 
   --quick               the whole matrix, small: 100k records, 200 ms warm-up, 500 ms runs
                         (default is the full run: 1M records, 1 s warm-up, 5 s runs)
+  --targets             exactly the rows of issue 16's targets table (holdfast and each peer it is compared
+                        with), at the full budget (1M records, 1 s warm-up + 5 s measured, 3 runs);
+                        meta.mode = \"targets\"; takes no other selection or budget option
   --records N           keys loaded (and the bulk-load size)
   --warmup-ms MS        warm-up before each measured run
   --duration-ms MS      measured duration of each run
@@ -132,6 +161,7 @@ fn parse_args() -> Args {
         out: None,
         report_only: None,
         write_readme: true,
+        plan: None,
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let (mut records, mut warm, mut dur) = (None, None, None);
@@ -144,6 +174,7 @@ fn parse_args() -> Args {
         };
         match argv[i].as_str() {
             "--quick" => a.quick = true,
+            "--targets" => a.plan = Some(targets::plan()),
             "--records" => records = Some(next(&mut i).parse().expect("--records N")),
             "--warmup-ms" => warm = Some(next(&mut i).parse().expect("--warmup-ms MS")),
             "--duration-ms" => dur = Some(next(&mut i).parse().expect("--duration-ms MS")),
@@ -190,8 +221,60 @@ fn parse_args() -> Args {
     if let Some(d) = dur {
         a.duration = Duration::from_millis(d);
     }
+    if let Some(plan) = &a.plan {
+        let others = ["--quick", "--records", "--warmup-ms", "--duration-ms", "--runs", "--threads", "--engines"];
+        let others = [others.as_slice(), &["--workloads", "--modes"]].concat();
+        if let Some(other) = argv.iter().find(|arg| others.contains(&arg.as_str())) {
+            eprintln!("--targets runs a fixed set of rows at the full budget: it takes no {other}\n\n{HELP}");
+            std::process::exit(2);
+        }
+        a.engines = Some(unique(plan.iter().map(|c| c.0)));
+        a.workloads = Some(unique(plan.iter().map(|c| c.1)));
+        a.threads = plan.iter().map(|c| c.2).collect::<BTreeSet<usize>>().into_iter().collect();
+        a.modes = [true, false].into_iter().filter(|m| plan.iter().any(|c| c.3 == *m)).collect();
+    }
     assert!(a.runs >= 1 && a.records >= 1000, "need at least one run and 1000 records");
     a
+}
+
+/// The distinct names, in first-seen order.
+fn unique<'a>(names: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let mut seen: Vec<String> = Vec::new();
+    for name in names {
+        if !seen.iter().any(|s| s == name) {
+            seen.push(name.to_string());
+        }
+    }
+    seen
+}
+
+/// The 1-minute load average, from /proc/loadavg's first field.
+fn load_1min(loadavg: &str) -> Option<f64> {
+    loadavg.split_whitespace().next().and_then(|field| field.parse().ok())
+}
+
+/// A warning when the 1-minute load average is above the core count (None when it is not, or unknown).
+fn load_warning(when: &str, loadavg: &str, cpus: usize) -> Option<String> {
+    let load = load_1min(loadavg)?;
+    (load > cpus as f64).then(|| {
+        format!(
+            "load average {load:.2} at the {when} is above the {cpus} cores: other work competed with the benchmark; \
+             its numbers are pessimistic and noisy"
+        )
+    })
+}
+
+/// Reset the process's peak resident set (Linux: `echo 5 > /proc/self/clear_refs`), so `peak_rss_kib` reads the
+/// peak from now on. Best effort: without it the reading is the peak since the process started.
+fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+/// The process's peak resident set since the last reset, in KiB (`VmHWM` in /proc/self/status).
+fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 fn read_trim(path: &str) -> String {
@@ -375,6 +458,7 @@ fn session(spec: &EngineSpec, synced: bool, args: &Args, workloads: &[Workload],
     // Bulk load: `runs` loads into fresh directories; the last one is kept for the workloads.
     let mut loads = Vec::new();
     let mut kept: Option<Arc<dyn Backend>> = None;
+    reset_peak_rss();
     for run in 0..args.runs {
         let dir = base.join(format!("load-{run}"));
         drop(kept.take());
@@ -418,6 +502,7 @@ fn session(spec: &EngineSpec, synced: bool, args: &Args, workloads: &[Workload],
     }
     let b = kept.expect("at least one run");
     let mut row = row_from(spec.name, Workload::BulkLoad, 1, synced, args.records, loads);
+    row.peak_rss_kib = peak_rss_kib();
     row.layout = Some(b.layout());
     row.detail =
         Some("ops = keys loaded; p50/p99 = latency of one 1000-key commit; time includes the final flush".into());
@@ -450,7 +535,11 @@ fn session(spec: &EngineSpec, synced: bool, args: &Args, workloads: &[Workload],
     let ctx = Ctx::new(args.records);
     for &w in workloads {
         for &threads in &args.threads {
+            if !args.wants(spec.name, w.name(), threads, synced) {
+                continue;
+            }
             let layout = b.layout();
+            reset_peak_rss();
             let t0 = Instant::now();
             let runs = catch(|| {
                 (0..args.runs)
@@ -462,6 +551,7 @@ fn session(spec: &EngineSpec, synced: bool, args: &Args, workloads: &[Workload],
                 Err(e) => error_row(spec.name, w.name(), threads, synced, args.records, e),
             };
             row.layout = Some(layout);
+            row.peak_rss_kib = peak_rss_kib();
             push(rows, row);
             if t0.elapsed() > (args.warmup + args.duration) * (args.runs as u32) * 20 {
                 log(&format!("{}: {} ran far over its budget", spec.name, w.name()));
@@ -501,11 +591,17 @@ fn main() {
             .collect(),
         None => Workload::TIMED.to_vec(),
     };
-    let do_skew = args.workloads.as_ref().is_none_or(|w| w.iter().any(|n| n == "write-skew"));
+    let do_skew = args.plan.is_none() && args.workloads.as_ref().is_none_or(|w| w.iter().any(|n| n == "write-skew"));
     let mut meta = Meta {
         date: today(),
         machine: machine_name(),
-        mode: if args.quick { "quick".into() } else { "full".into() },
+        mode: if args.plan.is_some() {
+            "targets".into()
+        } else if args.quick {
+            "quick".into()
+        } else {
+            "full".into()
+        },
         command: std::env::args().collect::<Vec<_>>().join(" "),
         records: args.records,
         warmup_ms: args.warmup.as_millis() as u64,
@@ -524,7 +620,15 @@ fn main() {
             .collect(),
         ..Meta::default()
     };
-    let cells = selected.len() * args.modes.len() * workloads.len() * args.threads.len() * args.runs;
+    let cpus = meta.cpus;
+    meta.load_warning = load_warning("start", &meta.loadavg_start, cpus);
+    if let Some(warning) = &meta.load_warning {
+        log(&format!("WARNING: {warning}"));
+    }
+    let cells = match &args.plan {
+        Some(plan) => plan.len() * args.runs,
+        None => selected.len() * args.modes.len() * workloads.len() * args.threads.len() * args.runs,
+    };
     let est = cells as f64 * (args.warmup + args.duration).as_secs_f64();
     log(&format!(
         "{} engines x {} modes x {} workloads x {} thread counts x {} runs: {:.0} s of timed runs plus loads",
@@ -548,7 +652,7 @@ fn main() {
             }
             continue;
         }
-        for &synced in &args.modes {
+        for &synced in args.modes.iter().filter(|&&synced| args.wants_session(spec.name, synced)) {
             log(&format!("== {} synced_per_commit={synced}", spec.name));
             session(spec, synced, &args, &workloads, &mut rows);
         }
@@ -570,6 +674,13 @@ fn main() {
         }
     }
     meta.loadavg_end = read_trim("/proc/loadavg");
+    if let Some(warning) = load_warning("end", &meta.loadavg_end, cpus) {
+        log(&format!("WARNING: {warning}"));
+        meta.load_warning = Some(match meta.load_warning.take() {
+            Some(start) => format!("{start}; {warning}"),
+            None => warning,
+        });
+    }
     meta.wall_seconds = (wall.elapsed().as_secs_f64() * 10.0).round() / 10.0;
     let results = Results { meta, rows };
     let out = args.out.clone().unwrap_or_else(|| {

@@ -214,16 +214,17 @@ impl<E: Env> Db<E> {
 
     /// The value of `key` as of `snapshot`.
     pub(crate) fn get_at(&self, key: &[u8], snapshot: Sequence) -> Result<Option<Vec<u8>>> {
-        let (memtables, version) = {
+        let (memtable, immutables, version) = {
             let state = self.inner.state();
             if state.closed {
                 return Err(Error::Closed { reason: "closed by Db::close".into() });
             }
-            let mut memtables = vec![Arc::clone(&state.memtable)];
-            memtables.extend(state.immutables.iter().rev().map(|immutable| Arc::clone(&immutable.memtable)));
-            (memtables, Arc::clone(&state.version))
+            // No allocation unless memtables wait for a flush (ADR-perf-c).
+            let immutables: Vec<Arc<Memtable>> =
+                state.immutables.iter().rev().map(|immutable| Arc::clone(&immutable.memtable)).collect();
+            (Arc::clone(&state.memtable), immutables, Arc::clone(&state.version))
         };
-        for memtable in &memtables {
+        for memtable in std::iter::once(&memtable).chain(&immutables) {
             match memtable.get(key, snapshot) {
                 Lookup::Found(value) => return Ok(Some(value)),
                 // Canary: the tombstone reads as not-found and the search falls through to older tables.
@@ -266,16 +267,19 @@ impl<E: Env> Db<E> {
             sources.push(Box::new(live.table.iter_from(start)));
         }
         let mut rows = Vec::new();
-        let mut current: Option<Vec<u8>> = None;
+        // The user key whose visible version was taken: one buffer, reused from row to row (ADR-perf-c).
+        let (mut current, mut has_current) = (Vec::new(), false);
         for entry in MergeIter::new(sources) {
             let entry = entry?;
             if end.is_some_and(|end| entry.key.user_key.as_slice() >= end) || rows.len() >= limit {
                 break;
             }
-            if entry.key.sequence > snapshot || current.as_deref() == Some(entry.key.user_key.as_slice()) {
+            if entry.key.sequence > snapshot || (has_current && current == entry.key.user_key) {
                 continue;
             }
-            current = Some(entry.key.user_key.clone());
+            current.clear();
+            current.extend_from_slice(&entry.key.user_key);
+            has_current = true;
             if entry.kind == ValueKind::Put {
                 rows.push((entry.key.user_key, entry.value));
             }

@@ -14,7 +14,9 @@
 //! Modelled by `specs::Mvcc` (snapshot reads, first committer wins) and `specs::Ssi` (which drives this module's
 //! conflict tracker, `crate::ssi`, through the same calls); see `specs/README.md`.
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
+use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 
@@ -66,13 +68,15 @@ pub(crate) fn key_range<'a>(range: &impl RangeBounds<&'a [u8]>) -> KeyRange {
     KeyRange { start, end }
 }
 
-/// The rows a scan returns: `Result<(key, value)>` in key order.
+/// The rows a scan returns: `Result<(key, value)>` in key order. It borrows its transaction (ADR-perf-b): the
+/// transaction cannot commit, roll back, write or be dropped while the iterator lives.
 #[derive(Debug)]
-pub struct ScanIter {
+pub struct ScanIter<'txn> {
     rows: std::vec::IntoIter<(Vec<u8>, Vec<u8>)>,
+    transaction: PhantomData<&'txn mut ()>,
 }
 
-impl Iterator for ScanIter {
+impl Iterator for ScanIter<'_> {
     type Item = Result<(Vec<u8>, Vec<u8>)>;
 
     fn next(&mut self) -> Option<Self::Item> {
@@ -80,7 +84,10 @@ impl Iterator for ScanIter {
     }
 }
 
-/// A serializable read-write transaction. Dropping it uncommitted rolls it back.
+/// Makes a transaction `!Sync` (it stays `Send`): one thread at a time uses it (ADR-perf-b).
+type NotSync = PhantomData<Cell<()>>;
+
+/// A serializable read-write transaction. Dropping it uncommitted rolls it back. `Send`, not `Sync`.
 #[derive(Debug)]
 pub struct Transaction<E: Env> {
     db: Db<E>,
@@ -88,14 +95,17 @@ pub struct Transaction<E: Env> {
     snapshot: Sequence,
     writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
     ended: bool,
+    not_sync: NotSync,
 }
 
-/// A read-only transaction: reads at its snapshot, never aborts, never waits.
+/// A read-only transaction: reads at its snapshot, never aborts, never waits. It has no write methods. `Send`,
+/// not `Sync`.
 #[derive(Debug)]
 pub struct ReadTransaction<E: Env> {
     db: Db<E>,
     id: TxnId,
     snapshot: Sequence,
+    not_sync: NotSync,
 }
 
 impl<E: Env> Db<E> {
@@ -106,7 +116,7 @@ impl<E: Env> Db<E> {
         let snapshot = state.last_sequence;
         let id = state.tracker.begin(snapshot, false);
         *state.snapshots.entry(snapshot).or_insert(0) += 1;
-        Ok(Transaction { db: self.clone(), id, snapshot, writes: BTreeMap::new(), ended: false })
+        Ok(Transaction { db: self.clone(), id, snapshot, writes: BTreeMap::new(), ended: false, not_sync: PhantomData })
     }
 
     /// Begin a read-only transaction.
@@ -123,7 +133,7 @@ impl<E: Env> Db<E> {
         }
         let id = state.tracker.begin(snapshot, true);
         *state.snapshots.entry(snapshot).or_insert(0) += 1;
-        Ok(ReadTransaction { db: self.clone(), id, snapshot })
+        Ok(ReadTransaction { db: self.clone(), id, snapshot, not_sync: PhantomData })
     }
 
     /// Wait until the commit is durable and visible: runs (or joins) the group-commit sync.
@@ -212,20 +222,24 @@ impl<E: Env> Transaction<E> {
     }
 
     /// Every (key, value) in `range` at the snapshot, with this transaction's own writes applied.
-    pub fn scan<'a>(&mut self, range: impl RangeBounds<&'a [u8]>) -> Result<ScanIter> {
+    pub fn scan<'a>(&mut self, range: impl RangeBounds<&'a [u8]>) -> Result<ScanIter<'_>> {
         self.check_open()?;
         let bounds = key_range(&range);
-        let mut rows: BTreeMap<Vec<u8>, Vec<u8>> =
-            self.db.scan_at(&bounds.start, bounds.end.as_deref(), self.snapshot, usize::MAX)?.into_iter().collect();
-        for (key, write) in self.writes.iter().filter(|(key, _)| bounds.contains(key)) {
-            match write {
-                Some(value) => rows.insert(key.clone(), value.clone()),
-                None => rows.remove(key),
-            };
+        let mut rows = self.db.scan_at(&bounds.start, bounds.end.as_deref(), self.snapshot, usize::MAX)?;
+        // Merge this transaction's own writes only when it has some in the range (ADR-perf-c: no map otherwise).
+        if self.writes.keys().any(|key| bounds.contains(key)) {
+            let mut merged: BTreeMap<Vec<u8>, Vec<u8>> = rows.into_iter().collect();
+            for (key, write) in self.writes.iter().filter(|(key, _)| bounds.contains(key)) {
+                match write {
+                    Some(value) => merged.insert(key.clone(), value.clone()),
+                    None => merged.remove(key),
+                };
+            }
+            rows = merged.into_iter().collect();
         }
         let tracked = self.db.inner.state().tracker.on_scan(self.id, bounds);
         tracked.map_err(|error| self.fail(error))?;
-        Ok(ScanIter { rows: rows.into_iter().collect::<Vec<_>>().into_iter() })
+        Ok(ScanIter { rows: rows.into_iter(), transaction: PhantomData })
     }
 
     fn buffer(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
@@ -315,12 +329,12 @@ impl<E: Env> ReadTransaction<E> {
     }
 
     /// Every (key, value) in `range` at the snapshot. Never a conflict.
-    pub fn scan<'a>(&mut self, range: impl RangeBounds<&'a [u8]>) -> Result<ScanIter> {
+    pub fn scan<'a>(&mut self, range: impl RangeBounds<&'a [u8]>) -> Result<ScanIter<'_>> {
         let bounds = key_range(&range);
         let rows = self.db.scan_at(&bounds.start, bounds.end.as_deref(), self.snapshot, usize::MAX)?;
         let tracked = self.db.inner.state().tracker.on_scan(self.id, bounds);
         assert!(tracked.is_ok(), "a read-only transaction was chosen to abort");
-        Ok(ScanIter { rows: rows.into_iter() })
+        Ok(ScanIter { rows: rows.into_iter(), transaction: PhantomData })
     }
 }
 

@@ -163,6 +163,7 @@ impl Ord for HeapItem {
 pub struct MergeIter<'a> {
     sources: Vec<EntrySource<'a>>,
     heap: BinaryHeap<HeapItem>,
+    /// The last key returned: its user key (a buffer reused from row to row) and sequence.
     last: Option<(Vec<u8>, Sequence)>,
     primed: bool,
 }
@@ -198,15 +199,20 @@ impl Iterator for MergeIter<'_> {
             if let Err(error) = self.refill(item.source) {
                 return Some(Err(error));
             }
-            let key = (item.entry.key.user_key.clone(), item.entry.key.sequence);
-            if self.last.as_ref() == Some(&key) {
-                continue;
+            let (user_key, sequence) = (item.entry.key.user_key.as_slice(), item.entry.key.sequence);
+            match &mut self.last {
+                Some(last) => {
+                    let order = crate::types::compare_internal(&last.0, last.1, user_key, sequence);
+                    if order == Ordering::Equal {
+                        continue;
+                    }
+                    assert_eq!(order, Ordering::Less, "merge produced keys out of order");
+                    last.0.clear();
+                    last.0.extend_from_slice(user_key);
+                    last.1 = sequence;
+                }
+                None => self.last = Some((user_key.to_vec(), sequence)),
             }
-            if let Some(last) = &self.last {
-                let order = crate::types::compare_internal(&last.0, last.1, &key.0, key.1);
-                assert_eq!(order, Ordering::Less, "merge produced keys out of order");
-            }
-            self.last = Some(key);
             return Some(Ok(item.entry));
         }
     }

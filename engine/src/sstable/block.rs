@@ -135,18 +135,33 @@ struct ParsedEntry {
     value_end: usize,
     next_offset: usize,
     shared_size_bytes: usize,
+    /// Where the entry's unshared key bytes are in the entries region.
+    delta_start: usize,
+    delta_end: usize,
 }
 
 /// Parse the entry at `offset`; `key` holds the previous key on entry and this entry's key on success.
 fn parse_entry(entries: &[u8], offset: usize, key: &mut Vec<u8>) -> Result<ParsedEntry, DecodeError> {
+    let parsed = parse_entry_parts(entries, offset, key.len())?;
+    key.truncate(parsed.shared_size_bytes);
+    key.extend_from_slice(&entries[parsed.delta_start..parsed.delta_end]);
+    Ok(parsed)
+}
+
+/// Parse the entry at `offset` without rebuilding its key; the previous key was `previous_key_size_bytes` long.
+fn parse_entry_parts(
+    entries: &[u8],
+    offset: usize,
+    previous_key_size_bytes: usize,
+) -> Result<ParsedEntry, DecodeError> {
     let mut cursor = Cursor::at(entries, offset);
     let shared_size_bytes = cursor.varint("shared key size")? as usize;
     let unshared_size_bytes = cursor.varint("unshared key size")? as usize;
     let value_size_bytes = cursor.varint("value size")? as usize;
-    if shared_size_bytes > key.len() {
+    if shared_size_bytes > previous_key_size_bytes {
         return Err(DecodeError::new(
             offset as u64,
-            format!("shares {shared_size_bytes} bytes of a {}-byte key", key.len()),
+            format!("shares {shared_size_bytes} bytes of a {previous_key_size_bytes}-byte key"),
         ));
     }
     if shared_size_bytes + unshared_size_bytes > KEY_SIZE_BYTES_MAX {
@@ -155,8 +170,10 @@ fn parse_entry(entries: &[u8], offset: usize, key: &mut Vec<u8>) -> Result<Parse
     if value_size_bytes > VALUE_SIZE_BYTES_MAX {
         return Err(DecodeError::new(offset as u64, "value longer than VALUE_SIZE_BYTES_MAX"));
     }
-    let delta = cursor.take(unshared_size_bytes, "key delta")?;
-    let trailer_offset = cursor.position() as u64;
+    let delta_start = cursor.position();
+    cursor.take(unshared_size_bytes, "key delta")?;
+    let delta_end = cursor.position();
+    let trailer_offset = delta_end as u64;
     let trailer = cursor.u64("sequence and kind")?;
     let Some(kind) = ValueKind::from_byte((trailer & 0xFF) as u8) else {
         return Err(DecodeError::new(trailer_offset, format!("bad value kind {:#04x}", trailer & 0xFF)));
@@ -166,8 +183,6 @@ fn parse_entry(entries: &[u8], offset: usize, key: &mut Vec<u8>) -> Result<Parse
     if kind == ValueKind::Delete && value_size_bytes != 0 {
         return Err(DecodeError::new(trailer_offset, "a tombstone carries a value"));
     }
-    key.truncate(shared_size_bytes);
-    key.extend_from_slice(delta);
     assert!(cursor.position() > offset, "parsing an entry must make progress");
     Ok(ParsedEntry {
         sequence: trailer >> 8,
@@ -176,6 +191,8 @@ fn parse_entry(entries: &[u8], offset: usize, key: &mut Vec<u8>) -> Result<Parse
         value_end: cursor.position(),
         next_offset: cursor.position(),
         shared_size_bytes,
+        delta_start,
+        delta_end,
     })
 }
 
@@ -301,13 +318,86 @@ impl Block {
             + BLOCK_OVERHEAD_BYTES
     }
 
-    /// The full key at restart point `index` (restart entries share no prefix), into `key`; returns its sequence.
-    fn restart_key_into(&self, index: usize, key: &mut Vec<u8>) -> Sequence {
+    /// The first entry whose internal key is `>= (user_key, sequence)`, its key left in `key` (one buffer for
+    /// the whole search: no allocation per probe or per scanned entry once it has grown to the key size).
+    fn seek_entry(&self, user_key: &[u8], sequence: Sequence, key: &mut Vec<u8>) -> Option<ParsedEntry> {
+        let restart_index = partition_point(self.restart_offsets.len(), |index| {
+            let key_sequence = self.restart_key_into(index, key);
+            compare_internal(key, key_sequence, user_key, sequence) == Ordering::Less
+        })
+        .saturating_sub(1);
+        let mut offset = self.restart_offsets[restart_index] as usize;
         key.clear();
-        let parsed =
-            parse_entry(&self.entries, self.restart_offsets[index] as usize, key).expect("a validated block parses");
+        let mut scanned = 0usize;
+        while offset < self.entries.len() {
+            scanned += 1;
+            assert!(scanned <= BLOCK_ENTRIES_MAX, "seek scanned past BLOCK_ENTRIES_MAX");
+            let parsed = parse_entry(&self.entries, offset, key).expect("a validated block parses");
+            assert!(parsed.next_offset > offset && parsed.next_offset <= self.entries.len(), "entry out of bounds");
+            offset = parsed.next_offset;
+            if compare_internal(key, parsed.sequence, user_key, sequence) != Ordering::Less {
+                return Some(parsed);
+            }
+        }
+        None
+    }
+
+    /// The value a point lookup finds: the first entry `>= (user_key, sequence)` if its user key is `user_key`,
+    /// as its kind and its value's bytes (borrowed: nothing is copied, and no key is rebuilt: each entry's key is
+    /// compared with `user_key` from the previous comparison, ADR-perf-c). The block must hold an entry
+    /// `>= (user_key, sequence)` (the index chose it for that): panics otherwise.
+    pub fn get_value(&self, user_key: &[u8], sequence: Sequence) -> Option<(ValueKind, &[u8])> {
+        let restart_index = partition_point(self.restart_offsets.len(), |index| {
+            let (key, key_sequence) = self.restart_key(index);
+            compare_internal(key, key_sequence, user_key, sequence) == Ordering::Less
+        })
+        .saturating_sub(1);
+        let mut offset = self.restart_offsets[restart_index] as usize;
+        // The previous entry's key: its order against `user_key`, how many leading bytes the two share, its size.
+        let (mut order, mut matched, mut key_size_bytes) = (Ordering::Equal, 0usize, 0usize);
+        for _ in 0..BLOCK_ENTRIES_MAX {
+            assert!(offset < self.entries.len(), "the index promised an entry at or after the seek key in this block");
+            let parsed = parse_entry_parts(&self.entries, offset, key_size_bytes).expect("a validated block parses");
+            let delta = &self.entries[parsed.delta_start..parsed.delta_end];
+            let shared = parsed.shared_size_bytes;
+            // A key that keeps more than the matched bytes of the previous one differs from `user_key` where the
+            // previous one did, the same way; otherwise its first `shared` bytes equal `user_key`'s.
+            if shared <= matched {
+                let rest = &user_key[shared..];
+                matched = shared + delta.iter().zip(rest).take_while(|(left, right)| left == right).count();
+                order = delta.cmp(rest);
+            }
+            key_size_bytes = shared + delta.len();
+            offset = parsed.next_offset;
+            if order.then(sequence.cmp(&parsed.sequence)) != Ordering::Less {
+                let found = (order == Ordering::Equal)
+                    .then(|| (parsed.kind, &self.entries[parsed.value_start..parsed.value_end]));
+                if crate::EXPENSIVE_CHECKS {
+                    let mut key = Vec::new();
+                    let paired = self.seek_entry(user_key, sequence, &mut key).map(|entry| entry.value_start);
+                    assert_eq!(paired, Some(parsed.value_start), "lookup without a key buffer agrees with seek");
+                }
+                return found;
+            }
+        }
+        panic!("a block holds at most BLOCK_ENTRIES_MAX entries");
+    }
+
+    /// The key at restart point `index` (restart entries share no prefix: their key is in one piece) and its
+    /// sequence.
+    fn restart_key(&self, index: usize) -> (&[u8], Sequence) {
+        let parsed = parse_entry_parts(&self.entries, self.restart_offsets[index] as usize, 0);
+        let parsed = parsed.expect("a validated block parses");
         assert_eq!(parsed.shared_size_bytes, 0, "restart entries share no prefix");
-        parsed.sequence
+        (&self.entries[parsed.delta_start..parsed.delta_end], parsed.sequence)
+    }
+
+    /// The full key at restart point `index`, into `key`; returns its sequence.
+    fn restart_key_into(&self, index: usize, key: &mut Vec<u8>) -> Sequence {
+        let (restart_key, sequence) = self.restart_key(index);
+        key.clear();
+        key.extend_from_slice(restart_key);
+        sequence
     }
 }
 
@@ -329,29 +419,15 @@ impl BlockCursor {
     /// A cursor at the first entry whose internal key is `>= (user_key, sequence)` (exhausted if none is):
     /// binary search of the restart keys, then a scan of one restart interval.
     pub fn seek(block: Arc<Block>, user_key: &[u8], sequence: Sequence) -> Self {
-        // One key buffer for the whole search: no allocation per probe or per scanned entry.
         let mut key = Vec::new();
-        let restart_index = partition_point(block.restart_offsets.len(), |index| {
-            let key_sequence = block.restart_key_into(index, &mut key);
-            compare_internal(&key, key_sequence, user_key, sequence) == Ordering::Less
-        })
-        .saturating_sub(1);
-        let mut offset = block.restart_offsets[restart_index] as usize;
-        key.clear();
-        let mut peeked = None;
-        let mut scanned = 0usize;
-        while offset < block.entries.len() {
-            scanned += 1;
-            assert!(scanned <= BLOCK_ENTRIES_MAX, "seek scanned past BLOCK_ENTRIES_MAX");
-            let parsed = parse_entry(&block.entries, offset, &mut key).expect("a validated block parses");
-            assert!(parsed.next_offset > offset && parsed.next_offset <= block.entries.len(), "entry out of bounds");
-            offset = parsed.next_offset;
-            if compare_internal(&key, parsed.sequence, user_key, sequence) != Ordering::Less {
-                let value = block.entries[parsed.value_start..parsed.value_end].to_vec();
-                peeked = Some(Entry { key: InternalKey::new(key.clone(), parsed.sequence), kind: parsed.kind, value });
-                break;
+        let (offset, peeked) = match block.seek_entry(user_key, sequence, &mut key) {
+            Some(found) => {
+                let value = block.entries[found.value_start..found.value_end].to_vec();
+                let entry = Entry { key: InternalKey::new(key.clone(), found.sequence), kind: found.kind, value };
+                (found.next_offset, Some(entry))
             }
-        }
+            None => (block.entries.len(), None),
+        };
         Self { block, offset, key, peeked }
     }
 
@@ -427,6 +503,24 @@ mod tests {
                     let found = BlockCursor::seek(block.clone(), &target.key.user_key, sequence).next_entry();
                     prop_assert_eq!(found.as_ref(), expected);
                 }
+            }
+        }
+
+        #[test]
+        fn get_value_without_a_key_buffer_finds_what_seek_finds(
+            entries in sorted_entries(),
+            restart_interval in 1usize..6,
+            queries in proptest::collection::vec((proptest::collection::vec(0u8..4, 0..7), 0u64..52), 1..40),
+        ) {
+            let block = decode_block(&build(&entries, restart_interval)).unwrap();
+            for (user_key, sequence) in queries {
+                let expected = entries.iter().find(|e| {
+                    compare_internal(&e.key.user_key, e.key.sequence, &user_key, sequence) != Ordering::Less
+                });
+                // The contract: the block holds an entry at or after the query (the index chose the block for it).
+                let Some(expected) = expected else { continue };
+                let expected = (expected.key.user_key == user_key).then_some((expected.kind, expected.value.as_slice()));
+                prop_assert_eq!(block.get_value(&user_key, sequence), expected);
             }
         }
 

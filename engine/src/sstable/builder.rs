@@ -3,9 +3,9 @@
 use super::TableOptions;
 use super::block::BlockBuilder;
 use super::bloom::{BloomFilter, bloom_hash};
-use super::footer::{BlockHandle, FOOTER_SIZE_BYTES, Footer, TableMeta};
+use super::footer::{BlockHandle, FOOTER_SIZE_BYTES, FORMAT_VERSION, Footer, TableMeta};
 use super::index::{IndexEntry, encode_index};
-use super::learned::{LearnedIndex, key_to_u64};
+use super::learned::{KeyDomain, LearnedIndex};
 use crate::{Entry, InternalKey, KEY_SIZE_BYTES_MAX, SEQUENCE_MAX, Sequence, VALUE_SIZE_BYTES_MAX, ValueKind};
 
 /// Builds one table file in memory. Entries must be added in strictly increasing internal-key order (user key
@@ -23,6 +23,7 @@ pub struct TableBuilder {
     entry_count: u64,
     min_sequence: Sequence,
     max_sequence: Sequence,
+    format_version: u32,
 }
 
 impl TableBuilder {
@@ -41,7 +42,15 @@ impl TableBuilder {
             entry_count: 0,
             min_sequence: SEQUENCE_MAX,
             max_sequence: 0,
+            format_version: FORMAT_VERSION,
         }
+    }
+
+    /// A builder writing an older format version (tests of the reader's compatibility).
+    #[cfg(test)]
+    pub(super) fn with_format_version(options: TableOptions, format_version: u32) -> Self {
+        assert!((super::FORMAT_VERSION_MIN..=FORMAT_VERSION).contains(&format_version), "unknown format version");
+        Self { format_version, ..Self::new(options) }
     }
 
     /// Add the next entry. Panics if it does not sort strictly after the previous one, if a key or value is over
@@ -115,8 +124,6 @@ impl TableBuilder {
         if !self.block.is_empty() {
             self.flush_block();
         }
-        let first_keys: Vec<u64> = self.index.iter().map(|entry| key_to_u64(&entry.first_key.user_key)).collect();
-        let learned = LearnedIndex::fit(&first_keys, self.options.learned_index_epsilon);
         let meta = TableMeta {
             entry_count: self.entry_count,
             data_block_count: u32::try_from(self.index.len()).expect("block count fits u32"),
@@ -125,6 +132,9 @@ impl TableBuilder {
             min_user_key: self.index[0].first_key.user_key.clone(),
             max_user_key: self.last_key.clone().expect("non-empty table").user_key,
         };
+        let domain = KeyDomain::for_table(self.format_version, &meta.min_user_key, &meta.max_user_key);
+        let first_keys: Vec<u64> = self.index.iter().map(|entry| domain.map(&entry.first_key.user_key)).collect();
+        let learned = LearnedIndex::fit(&first_keys, self.options.learned_index_epsilon);
         let mut handles = Vec::new();
         for block in [
             encode_index(&self.index),
@@ -136,7 +146,13 @@ impl TableBuilder {
             handles.push(BlockHandle { offset: self.output.len() as u64, size_bytes });
             self.output.extend_from_slice(&block);
         }
-        let footer = Footer { index: handles[0], bloom: handles[1], learned: handles[2], meta: handles[3] };
+        let footer = Footer {
+            index: handles[0],
+            bloom: handles[1],
+            learned: handles[2],
+            meta: handles[3],
+            format_version: self.format_version,
+        };
         self.output.extend_from_slice(&footer.encode());
         assert_eq!(footer.meta.end() + FOOTER_SIZE_BYTES as u64, self.output.len() as u64, "footer ends the file");
         self.output

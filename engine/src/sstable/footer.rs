@@ -16,8 +16,11 @@ use crate::{DecodeError, KEY_SIZE_BYTES_MAX, SEQUENCE_MAX, Sequence};
 pub const FOOTER_SIZE_BYTES: usize = 64;
 /// "HFSSTB01": identifies a holdfast table file.
 pub const TABLE_MAGIC: u64 = u64::from_be_bytes(*b"HFSSTB01");
-/// The only format version this code reads and writes.
-pub const FORMAT_VERSION: u32 = 1;
+/// The format version this code writes. Version 2 fits the learned index on the keys' bytes after the table's
+/// shared prefix (ADR-perf-a); version 1 fitted it on the keys' first bytes.
+pub const FORMAT_VERSION: u32 = 2;
+/// The oldest format version this code reads.
+pub const FORMAT_VERSION_MIN: u32 = 1;
 
 /// Offset and size of one metadata block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,6 +54,8 @@ pub struct Footer {
     pub learned: BlockHandle,
     /// The meta block.
     pub meta: BlockHandle,
+    /// The table's format version, `FORMAT_VERSION_MIN..=FORMAT_VERSION`.
+    pub format_version: u32,
 }
 
 impl Footer {
@@ -61,7 +66,8 @@ impl Footer {
             bytes.extend_from_slice(&handle.offset.to_le_bytes());
             bytes.extend_from_slice(&handle.size_bytes.to_le_bytes());
         }
-        bytes.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        assert!((FORMAT_VERSION_MIN..=FORMAT_VERSION).contains(&self.format_version), "unknown format version");
+        bytes.extend_from_slice(&self.format_version.to_le_bytes());
         bytes.extend_from_slice(&TABLE_MAGIC.to_le_bytes());
         seal(BlockTag::Footer, &mut bytes, 0);
         assert_eq!(bytes.len(), FOOTER_SIZE_BYTES, "footer has a fixed size");
@@ -89,7 +95,7 @@ pub fn decode_footer(bytes: &[u8], file_size_bytes: u64) -> Result<Footer, Decod
     if magic != TABLE_MAGIC {
         return Err(DecodeError::new(52, format!("bad magic {magic:#018x}: not a table file")));
     }
-    if version != FORMAT_VERSION {
+    if !(FORMAT_VERSION_MIN..=FORMAT_VERSION).contains(&version) {
         return Err(DecodeError::new(48, format!("unknown format version {version}")));
     }
     let [index, bloom, learned, meta] = handles;
@@ -105,7 +111,7 @@ pub fn decode_footer(bytes: &[u8], file_size_bytes: u64) -> Result<Footer, Decod
     }
     assert!(index.offset < bloom.offset || index.size_bytes == 0, "metadata blocks follow the index");
     assert_eq!(meta.end() + FOOTER_SIZE_BYTES as u64, file_size_bytes, "the footer ends the file");
-    Ok(Footer { index, bloom, learned, meta })
+    Ok(Footer { index, bloom, learned, meta, format_version: version })
 }
 
 /// Table-wide facts, stored in the meta block.
@@ -176,6 +182,7 @@ mod tests {
             bloom: BlockHandle { offset: 150, size_bytes: 20 },
             learned: BlockHandle { offset: 170, size_bytes: 36 },
             meta: BlockHandle { offset: 206, size_bytes: 60 },
+            format_version: FORMAT_VERSION,
         }
     }
 
@@ -194,12 +201,20 @@ mod tests {
 
     #[test]
     fn footer_rejects_bad_magic_and_version_under_a_valid_checksum() {
-        for (position, value) in [(52usize, 0u8), (48, 2)] {
+        for (position, value) in [(52usize, 0u8), (48, 0), (48, FORMAT_VERSION as u8 + 1)] {
             let mut bytes = footer().encode()[..60].to_vec();
             bytes[position] = value;
             seal(BlockTag::Footer, &mut bytes, 0);
             let error = decode_footer(&bytes, 266 + 64).unwrap_err();
             assert_eq!(error.offset, position as u64, "{error}");
+        }
+    }
+
+    #[test]
+    fn footer_reads_every_supported_version() {
+        for format_version in FORMAT_VERSION_MIN..=FORMAT_VERSION {
+            let footer = Footer { format_version, ..footer() };
+            assert_eq!(decode_footer(&footer.encode(), 266 + 64), Ok(footer));
         }
     }
 
@@ -227,7 +242,7 @@ mod tests {
                 bytes.extend_from_slice(&handle.offset.to_le_bytes());
                 bytes.extend_from_slice(&handle.size_bytes.to_le_bytes());
             }
-            bytes.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+            bytes.extend_from_slice(&self.format_version.to_le_bytes());
             bytes.extend_from_slice(&TABLE_MAGIC.to_le_bytes());
             bytes
         }

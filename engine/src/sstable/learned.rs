@@ -1,7 +1,10 @@
 //! A learned index (PGM-style piecewise-linear model) from a key to its data block's position in the index.
 //!
-//! Each data block's first user key is mapped to a `u64` by [`key_to_u64`] (its first 8 bytes big-endian, zero
-//! padded: monotone, so sorted keys give non-decreasing numbers). For each distinct number `x` with first index
+//! Each data block's first user key is mapped to a `u64` by the table's [`KeyDomain`]: the key's bytes after the
+//! prefix every key of the table shares, their first 8 bytes big-endian, zero padded ([`key_to_u64`]). The map
+//! is monotone, so sorted keys give non-decreasing numbers. Skipping the shared prefix matters: keys such as
+//! YCSB's `user000000123456` share their first 8 bytes, which would map every block to one number (format
+//! version 1 did that; its tables are still read with an empty prefix). For each distinct number `x` with first index
 //! position `y`, the model guarantees `|predict(x) - y| <= epsilon`. Segments are fitted greedily with a
 //! shrinking cone: a segment starts at a point and keeps the interval of slopes that put every later point
 //! within `epsilon + 1/4` (the quarter absorbs float rounding before the prediction is rounded to an integer).
@@ -16,6 +19,9 @@
 //! checking that this window brackets the answer; when it does not (keys sharing an 8-byte prefix, a query
 //! between segments), it falls back to a binary search of the whole index. Correctness never depends on the
 //! model: only the number of comparisons does.
+//!
+//! The shared prefix is not stored: it is the common prefix of the table's smallest and largest user keys (the
+//! meta block's), which every key between them shares.
 
 use super::codec::{BlockTag, Cursor, partition_point, seal, unseal};
 use crate::DecodeError;
@@ -33,6 +39,50 @@ pub fn key_to_u64(user_key: &[u8]) -> u64 {
     let size_bytes = user_key.len().min(8);
     bytes[..size_bytes].copy_from_slice(&user_key[..size_bytes]);
     u64::from_be_bytes(bytes)
+}
+
+/// How one table maps user keys into the model's domain: strip the prefix every key of the table shares, then
+/// [`key_to_u64`]. A key that does not start with the prefix sorts before or after every key of the table and
+/// maps to 0 or `u64::MAX`, which keeps the map monotone over all keys.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyDomain {
+    prefix: Vec<u8>,
+}
+
+impl KeyDomain {
+    /// The domain of a table whose user keys lie in `min_user_key..=max_user_key`: their common prefix.
+    pub fn for_range(min_user_key: &[u8], max_user_key: &[u8]) -> Self {
+        assert!(min_user_key <= max_user_key, "a key range's bounds are ordered");
+        let size_bytes = min_user_key.iter().zip(max_user_key).take_while(|(low, high)| low == high).count();
+        Self { prefix: min_user_key[..size_bytes].to_vec() }
+    }
+
+    /// The domain of table format version 1: no prefix is skipped.
+    pub fn unprefixed() -> Self {
+        Self { prefix: Vec::new() }
+    }
+
+    /// The domain of a table of `format_version` whose user keys lie in `min_user_key..=max_user_key`.
+    pub fn for_table(format_version: u32, min_user_key: &[u8], max_user_key: &[u8]) -> Self {
+        match format_version {
+            1 => Self::unprefixed(),
+            _ => Self::for_range(min_user_key, max_user_key),
+        }
+    }
+
+    /// How many leading bytes every key of the table shares (and the map skips).
+    pub fn prefix_size_bytes(&self) -> usize {
+        self.prefix.len()
+    }
+
+    /// The model's number for `user_key`.
+    pub fn map(&self, user_key: &[u8]) -> u64 {
+        match user_key.strip_prefix(self.prefix.as_slice()) {
+            Some(suffix) => key_to_u64(suffix),
+            None if user_key < self.prefix.as_slice() => 0,
+            None => u64::MAX,
+        }
+    }
 }
 
 /// One linear piece: positions from `start_position` on, for keys from `start_key` on.
@@ -122,7 +172,9 @@ impl LearnedIndex {
     }
 
     /// The first position in `0..count` where `is_before` turns false (it must be true on a prefix, then false),
-    /// searching only the window around the prediction for `key` when that window brackets the answer.
+    /// searching only the window around the prediction for `key` when that window brackets the answer. Each call
+    /// of `is_before` is one probe: a window costs 2 bracket probes plus a binary search of at most
+    /// `2 * epsilon + 3` positions; a fallback costs the 2 bracket probes plus a binary search of `count`.
     pub fn search(&self, key: u64, count: usize, mut is_before: impl FnMut(usize) -> bool) -> (usize, SearchPath) {
         assert_eq!(count, self.position_count as usize, "searching an index the model was not fitted to");
         let predicted = usize::try_from(self.predict(key)).expect("prediction is below count");
@@ -231,6 +283,18 @@ mod tests {
     }
 
     #[test]
+    fn key_domain_skips_the_shared_prefix_and_stays_monotone() {
+        let domain = KeyDomain::for_range(b"user000000000100", b"user000000999999");
+        assert_eq!(domain.prefix_size_bytes(), 10);
+        assert_eq!(domain.map(b"user000000123456"), key_to_u64(b"123456"));
+        assert!(domain.map(b"user000000123456") < domain.map(b"user000000123457"));
+        assert_eq!(domain.map(b"user00"), 0, "a key before the prefix maps to the bottom");
+        assert_eq!(domain.map(b"user1"), u64::MAX, "a key after the prefix maps to the top");
+        assert_eq!(KeyDomain::unprefixed().map(b"user000000123456"), key_to_u64(b"user0000"));
+        assert_eq!(KeyDomain::for_range(b"k", b"k").prefix_size_bytes(), 1);
+    }
+
+    #[test]
     fn evenly_spaced_keys_need_one_segment_and_always_hit() {
         let keys: Vec<u64> = (0..1000u64).map(|index| index * 4096).collect();
         let model = LearnedIndex::fit(&keys, 2);
@@ -308,6 +372,19 @@ mod tests {
                 let (answer, _) = model.search(query, keys.len(), |index| keys[index] < query);
                 prop_assert_eq!(answer, expected);
             }
+        }
+
+        #[test]
+        fn key_domain_is_monotone(
+            mut keys in proptest::collection::vec(proptest::collection::vec(prop_oneof![Just(b'u'), any::<u8>()], 0..12), 2..40),
+            queries in proptest::collection::vec(proptest::collection::vec(prop_oneof![Just(b'u'), any::<u8>()], 0..12), 0..40),
+        ) {
+            keys.sort();
+            let domain = KeyDomain::for_range(&keys[0], &keys[keys.len() - 1]);
+            let mut all: Vec<&Vec<u8>> = keys.iter().chain(&queries).collect();
+            all.sort();
+            prop_assert!(all.windows(2).all(|pair| domain.map(pair[0]) <= domain.map(pair[1])));
+            prop_assert!(keys.iter().all(|key| key.starts_with(&keys[0][..domain.prefix_size_bytes()])));
         }
 
         #[test]

@@ -3,7 +3,7 @@
 //! [`TableBuilder`] turns entries (strictly increasing internal-key order) into a file's bytes; [`Table`] reads
 //! one through a shared [`BlockCache`]; [`decode_table`] validates a whole file (the fuzz target).
 //!
-//! # File format (version 1, all integers little-endian)
+//! # File format (version 2, all integers little-endian; version 1 is read too)
 //!
 //! ```text
 //! offset 0          data block 0 .. data block N-1 (back to back)
@@ -15,9 +15,11 @@
 //! bloom block       hash_count u8 | bit_count u32 | bits [bit_count / 8] | crc32 (tag 0xB1)
 //! learned block     epsilon u32 | position_count u32 | segment_count u32
 //!                   | per segment: start_key u64, start_position u32, slope f64 bits u64 | crc32 (tag 0x7E)
+//!                   start_key: the block's first user key after the prefix shared by min_user_key and
+//!                   max_user_key, first 8 bytes big-endian (version 1: no prefix skipped)
 //! meta block        entry_count u64 | data_block_count u32 | min_sequence u64 | max_sequence u64
 //!                   | min_user_key (u32 size + bytes) | max_user_key (u32 size + bytes) | crc32 (tag 0x3E)
-//! footer (64 bytes) (offset u64, size u32) for index, bloom, learned, meta | format_version u32 (1)
+//! footer (64 bytes) (offset u64, size u32) for index, bloom, learned, meta | format_version u32 (2)
 //!                   | magic u64 ("HFSSTB01") | crc32 (tag 0xF0)
 //! ```
 //!
@@ -31,12 +33,14 @@
 //!
 //! # Read path
 //!
-//! `get(user_key, snapshot)`: key range (meta) → Bloom filter → learned index predicts the data block, a binary
-//! search of the window `[p - ε - 1, p + ε + 1]` of the index finds the first block whose last internal key is
-//! `>= (user_key, snapshot)` (falling back to the whole index when the window does not bracket it) → the block
-//! (from the cache, else read and verified, re-read up to [`READ_RETRIES_MAX`] times on a checksum mismatch) →
-//! binary search of its restart points, then a scan. Searching by internal key finds the newest visible version
-//! even when a user key's versions span two blocks.
+//! `get(user_key, snapshot)`: key range (meta) → Bloom filter → learned index predicts the data block from the
+//! key's bytes after the table's shared prefix ([`KeyDomain`]), a binary search of the window `[p - ε - 1,
+//! p + ε + 1]` of the index finds the first block whose last internal key is `>= (user_key, snapshot)` (falling
+//! back to the whole index when the window does not bracket it; cross-checked against a plain binary search
+//! when [`crate::EXPENSIVE_CHECKS`]) → the block (from the cache, else read and verified, re-read up to
+//! [`READ_RETRIES_MAX`] times on a checksum mismatch) → binary search of its restart points, then a scan that
+//! compares prefix-compressed keys without rebuilding them ([`Block::get_value`]). Searching by internal key
+//! finds the newest visible version even when a user key's versions span two blocks.
 
 mod block;
 mod bloom;
@@ -54,9 +58,11 @@ pub use block::{BLOCK_SIZE_BYTES_MAX, Block, BlockCursor, decode_block};
 pub use bloom::{BLOOM_BITS_PER_KEY_MAX, BloomFilter, decode_bloom};
 pub use builder::TableBuilder;
 pub use cache::BlockCache;
-pub use footer::{FOOTER_SIZE_BYTES, FORMAT_VERSION, TABLE_MAGIC, TableMeta, decode_footer, decode_meta};
+pub use footer::{
+    FOOTER_SIZE_BYTES, FORMAT_VERSION, FORMAT_VERSION_MIN, TABLE_MAGIC, TableMeta, decode_footer, decode_meta,
+};
 pub use index::{IndexEntry, decode_index};
-pub use learned::{LEARNED_EPSILON_MAX, LearnedIndex, decode_learned_index, key_to_u64};
+pub use learned::{KeyDomain, LEARNED_EPSILON_MAX, LearnedIndex, SearchPath, decode_learned_index, key_to_u64};
 pub use table::{DecodedTable, TABLE_SIZE_BYTES_MIN, Table, TableIter, TableStats, decode_table};
 
 /// How many times a block (or the footer, or the metadata) is re-read after failing its checksum before the

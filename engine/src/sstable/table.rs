@@ -12,7 +12,7 @@ use super::cache::BlockCache;
 use super::codec::partition_point;
 use super::footer::{FOOTER_SIZE_BYTES, Footer, TableMeta, decode_footer, decode_meta};
 use super::index::{DATA_BLOCK_SIZE_BYTES_MIN, IndexEntry, decode_index};
-use super::learned::{LearnedIndex, SearchPath, decode_learned_index, key_to_u64};
+use super::learned::{KeyDomain, LearnedIndex, SearchPath, decode_learned_index};
 use crate::{DecodeError, Entry, Error, Lookup, Sequence, ValueKind, compare_internal};
 
 /// The smallest possible table file: one minimal data block, the metadata blocks' minimum and the footer.
@@ -27,6 +27,9 @@ pub struct TableStats {
     pub learned_hits: u64,
     /// Block searches that fell back to a binary search of the whole index.
     pub learned_fallbacks: u64,
+    /// Index entries compared by block searches (`get` and `iter_from`): the learned index's bracket checks
+    /// and binary search. The cross-check of `expensive-checks` builds is not counted.
+    pub index_probes: u64,
     /// Reads from the file: the footer and the metadata at open (2), then one per data-block cache miss, retries
     /// included.
     pub block_reads: u64,
@@ -41,6 +44,7 @@ struct Counters {
     bloom_negatives: AtomicU64,
     learned_hits: AtomicU64,
     learned_fallbacks: AtomicU64,
+    index_probes: AtomicU64,
     block_reads: AtomicU64,
     block_cache_hits: AtomicU64,
     read_retries: AtomicU64,
@@ -58,6 +62,8 @@ struct Metadata {
     bloom: BloomFilter,
     learned: LearnedIndex,
     meta: TableMeta,
+    /// How the learned index maps keys: derived from the format version and the meta block's key range.
+    domain: KeyDomain,
 }
 
 /// Decode the metadata blocks from `region`, the bytes from the index block's start to the footer's start.
@@ -73,7 +79,8 @@ fn decode_metadata(footer: Footer, region: &[u8]) -> Result<Metadata, DecodeErro
     let bloom = decode_bloom(slice(footer.bloom)).map_err(|error| error.at(footer.bloom.offset))?;
     let learned = decode_learned_index(slice(footer.learned)).map_err(|error| error.at(footer.learned.offset))?;
     let meta = decode_meta(slice(footer.meta)).map_err(|error| error.at(footer.meta.offset))?;
-    let metadata = Metadata { footer, index, bloom, learned, meta };
+    let domain = KeyDomain::for_table(footer.format_version, &meta.min_user_key, &meta.max_user_key);
+    let metadata = Metadata { footer, index, bloom, learned, meta, domain };
     check_metadata(&metadata)?;
     Ok(metadata)
 }
@@ -81,7 +88,7 @@ fn decode_metadata(footer: Footer, region: &[u8]) -> Result<Metadata, DecodeErro
 /// Cross-check the metadata blocks: block and entry counts, data blocks ending where the index starts, key
 /// range, and the learned index's error bound over the index.
 fn check_metadata(metadata: &Metadata) -> Result<(), DecodeError> {
-    let Metadata { footer, index, learned, meta, .. } = metadata;
+    let Metadata { footer, index, learned, meta, domain, .. } = metadata;
     let last = index.last().expect("a decoded index is not empty");
     assert!(footer.index.offset > 0 && index[0].offset == 0, "decoders validated the layout's start");
     let entry_total: u64 = index.iter().map(|entry| u64::from(entry.entry_count)).sum();
@@ -96,8 +103,8 @@ fn check_metadata(metadata: &Metadata) -> Result<(), DecodeError> {
         return Err(DecodeError::new(footer.learned.offset, "learned index fitted to another index"));
     }
     for (position, entry) in index.iter().enumerate() {
-        let first_key = key_to_u64(&entry.first_key.user_key);
-        let is_first = position == 0 || key_to_u64(&index[position - 1].first_key.user_key) != first_key;
+        let first_key = domain.map(&entry.first_key.user_key);
+        let is_first = position == 0 || domain.map(&index[position - 1].first_key.user_key) != first_key;
         if is_first && learned.predict(first_key).abs_diff(position as u64) > u64::from(learned.epsilon()) {
             return Err(DecodeError::new(footer.learned.offset, format!("learned index misses block {position}")));
         }
@@ -211,6 +218,7 @@ impl<F: env::File> Table<F> {
             bloom_negatives: load(&counters.bloom_negatives),
             learned_hits: load(&counters.learned_hits),
             learned_fallbacks: load(&counters.learned_fallbacks),
+            index_probes: load(&counters.index_probes),
             block_reads: load(&counters.block_reads),
             block_cache_hits: load(&counters.block_cache_hits),
             read_retries: load(&counters.read_retries),
@@ -231,30 +239,36 @@ impl<F: env::File> Table<F> {
             return Ok(Lookup::NotFound);
         };
         let block = self.load_block(block_index)?;
-        let found = BlockCursor::seek(block, user_key, snapshot).next_entry();
-        let entry = found.expect("the index promised an entry at or after the seek key in this block");
-        let order = compare_internal(&entry.key.user_key, entry.key.sequence, user_key, snapshot);
-        assert!(order != Ordering::Less, "seek returned an entry before the seek key");
-        Ok(match entry.kind {
-            _ if entry.key.user_key != user_key => Lookup::NotFound,
-            ValueKind::Put => Lookup::Found(entry.value),
-            ValueKind::Delete => Lookup::Deleted,
+        Ok(match block.get_value(user_key, snapshot) {
+            None => Lookup::NotFound,
+            Some((ValueKind::Put, value)) => Lookup::Found(value.to_vec()),
+            Some((ValueKind::Delete, _)) => Lookup::Deleted,
         })
     }
 
-    /// The data block holding the first entry `>= (user_key, sequence)`, through the learned index.
+    /// The data block holding the first entry `>= (user_key, sequence)`, through the learned index. With
+    /// [`crate::EXPENSIVE_CHECKS`] (simulation and tests) the answer is cross-checked by a binary search of the
+    /// whole index (ADR-perf-a).
     fn find_block(&self, user_key: &[u8], sequence: Sequence) -> Option<usize> {
         let index = &self.metadata.index;
         let is_before = |position: usize| {
             let last_key = &index[position].last_key;
             compare_internal(&last_key.user_key, last_key.sequence, user_key, sequence) == Ordering::Less
         };
-        let (answer, path) = self.metadata.learned.search(key_to_u64(user_key), index.len(), is_before);
+        let mut probes = 0u64;
+        let counted = |position: usize| {
+            probes += 1;
+            is_before(position)
+        };
+        let (answer, path) = self.metadata.learned.search(self.metadata.domain.map(user_key), index.len(), counted);
+        self.counters.index_probes.fetch_add(probes, AtomicOrdering::Relaxed);
         bump(match path {
             SearchPath::Learned => &self.counters.learned_hits,
             SearchPath::Fallback => &self.counters.learned_fallbacks,
         });
-        debug_assert_eq!(answer, partition_point(index.len(), is_before), "learned search agrees with binary search");
+        if crate::EXPENSIVE_CHECKS {
+            assert_eq!(answer, partition_point(index.len(), is_before), "learned search agrees with binary search");
+        }
         (answer < index.len()).then_some(answer)
     }
 

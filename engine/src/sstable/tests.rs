@@ -271,16 +271,81 @@ fn learned_index_serves_lookups_on_distinct_prefixes() {
     assert_eq!(stats.learned_fallbacks, 0, "{stats:?}");
 }
 
-#[test]
-fn shared_eight_byte_prefixes_fall_back_and_stay_correct() {
-    let entries: Vec<Entry> =
-        (0..500u32).map(|index| put(format!("prefix__{index:05}").as_bytes(), 1, b"value")).collect();
-    let env = SimEnv::new(9);
-    let table = open_on_sim(&env, &build(&entries, small_blocks()), Arc::new(BlockCache::new(1 << 22))).unwrap();
-    for entry in &entries {
+/// A table of format version 1, whose learned index skips no prefix.
+fn build_format_version_1(entries: &[Entry], options: TableOptions) -> Vec<u8> {
+    let mut builder = TableBuilder::with_format_version(options, 1);
+    entries.iter().for_each(|entry| builder.add(entry));
+    builder.finish()
+}
+
+/// `bytes` (a table) relabelled as format version `format_version` under a valid footer checksum.
+fn relabelled(mut bytes: Vec<u8>, format_version: u32) -> Vec<u8> {
+    let footer_start = bytes.len() - FOOTER_SIZE_BYTES;
+    bytes.truncate(bytes.len() - 4);
+    bytes[footer_start + 48..footer_start + 52].copy_from_slice(&format_version.to_le_bytes());
+    super::codec::seal(super::codec::BlockTag::Footer, &mut bytes, footer_start);
+    bytes
+}
+
+/// YCSB's keys (`user` + 12 digits) with 100-byte values: every key shares its first 10 bytes.
+fn ycsb_entries(count: u64) -> Vec<Entry> {
+    (0..count).map(|index| put(format!("user{index:012}").as_bytes(), 1, &[b'v'; 100])).collect()
+}
+
+/// Look every entry up; the table's stats after.
+fn get_all(table: &Table<env::sim::SimFile>, entries: &[Entry]) -> TableStats {
+    for entry in entries {
         assert_eq!(table.get(&entry.key.user_key, SEQUENCE_MAX).unwrap(), Lookup::Found(entry.value.clone()));
     }
-    assert!(table.stats().learned_fallbacks > 0, "{:?}", table.stats());
+    table.stats()
+}
+
+#[test]
+fn shared_prefixes_are_skipped_and_format_1_tables_fall_back_and_stay_correct() {
+    let entries: Vec<Entry> =
+        (0..500u32).map(|index| put(format!("prefix__{index:05}").as_bytes(), 1, b"value")).collect();
+    let table =
+        open_on_sim(&SimEnv::new(9), &build(&entries, small_blocks()), Arc::new(BlockCache::new(1 << 22))).unwrap();
+    let stats = get_all(&table, &entries);
+    assert_eq!((stats.learned_hits, stats.learned_fallbacks), (500, 0), "{stats:?}");
+    let legacy = build_format_version_1(&entries, small_blocks());
+    assert_eq!(decode_table(&legacy).map(|table| table.entries), Ok(entries.clone()));
+    let legacy = open_on_sim(&SimEnv::new(9), &legacy, Arc::new(BlockCache::new(1 << 22))).unwrap();
+    let stats = get_all(&legacy, &entries);
+    // Format 1 maps every key to `prefix_`: only lookups in the first blocks land in the window.
+    assert!(stats.learned_fallbacks > 450, "{stats:?}");
+}
+
+#[test]
+fn format_1_label_on_a_prefixed_model_is_corruption() {
+    // A version-2 learned index read with version 1's key map no longer bounds its error: open says so.
+    let bytes = relabelled(build(&ycsb_entries(2000), TableOptions::default()), 1);
+    let error = open_on_sim(&SimEnv::new(9), &bytes, Arc::new(BlockCache::new(1 << 22))).unwrap_err();
+    assert!(matches!(&error, Error::Corruption { reason, .. } if reason.contains("learned index misses")), "{error}");
+    assert!(decode_table(&bytes).is_err());
+}
+
+/// The probe counts `engine/BENCH.md` cites for 20 000 YCSB keys (the `learned_probes` example measures 1M).
+#[test]
+fn ycsb_lookups_take_few_index_probes_with_the_prefix_skipped() {
+    let entries = ycsb_entries(20_000);
+    let table =
+        open_on_sim(&SimEnv::new(11), &build(&entries, TableOptions::default()), Arc::new(BlockCache::new(1 << 26)))
+            .unwrap();
+    let stats = get_all(&table, &entries);
+    assert_eq!((stats.learned_hits, stats.learned_fallbacks), (20_000, 0), "{stats:?}");
+    // At most the 2 bracket probes and a binary search of the window's 2 * 4 + 3 positions (4 probes) each.
+    assert!(stats.index_probes <= 20_000 * 6, "{stats:?}");
+    let legacy = build_format_version_1(&entries, TableOptions::default());
+    let legacy = open_on_sim(&SimEnv::new(11), &legacy, Arc::new(BlockCache::new(1 << 26))).unwrap();
+    let legacy_stats = get_all(&legacy, &entries);
+    assert!(legacy_stats.learned_fallbacks > 19_000, "{legacy_stats:?}");
+    let block_count = table.data_block_count();
+    assert_eq!(
+        (block_count, stats.index_probes, legacy_stats.index_probes),
+        (556, 112_034, 201_620),
+        "blocks, probes with the prefix skipped (5.6 a lookup), probes without (format 1: 10.1 a lookup)"
+    );
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! The engine's integration tests: one test crate (see DEVELOPERS.md).
 
+mod api_types;
 mod conflict_cause;
 mod corruption;
 mod crash;

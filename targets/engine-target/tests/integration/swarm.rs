@@ -4,6 +4,14 @@ use engine_target::EngineTarget;
 use holdfast::{RunOptions, SwarmOptions, SwarmSummary, run_swarm};
 
 #[test]
+fn simulation_builds_run_the_engines_expensive_cross_checks() {
+    // engine-target turns on `engine/expensive-checks` (ADR-perf-a): every table lookup of a swarm is
+    // cross-checked by a binary search of the whole index.
+    // A constant: checked when this test compiles.
+    const { assert!(engine::EXPENSIVE_CHECKS, "engine-target must build the engine with `expensive-checks`") };
+}
+
+#[test]
 fn a_small_swarm_passes_with_coverage() {
     let options =
         SwarmOptions { seeds: 0..20, shard: None, stop_on_failure: false, jobs: 2, run: RunOptions::with_steps(500) };
