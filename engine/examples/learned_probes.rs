@@ -5,7 +5,7 @@
 //! * **prefix skipped** (format 2, this build): `Table::get`'s own counter (`TableStats::index_probes`).
 //! * **format 1** (the model fitted on the keys' first 8 bytes, which every YCSB key shares): the same index
 //!   searched through a model fitted that way, probes counted the same way.
-//! * **cross-check**: the plain binary search of the whole index that every lookup also ran before ADR-perf-a
+//! * **cross-check**: the plain binary search of the whole index that every lookup also ran before ADR-0063
 //!   (now only in builds with `expensive-checks`: simulation and tests).
 //!
 //! Default N = 1,000,000; `HOLDFAST_BENCH_KEYS` overrides.
@@ -103,7 +103,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         per_lookup(check_probes)
     );
     println!(
-        "before ADR-perf-a a lookup paid format 1 + the cross-check: {:.2} probes; now {:.2} ({:.1}x fewer)",
+        "before ADR-0063 a lookup paid format 1 + the cross-check: {:.2} probes; now {:.2} ({:.1}x fewer)",
         per_lookup(legacy_probes + check_probes),
         per_lookup(stats.index_probes),
         (legacy_probes + check_probes) as f64 / stats.index_probes.max(1) as f64

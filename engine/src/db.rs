@@ -219,7 +219,7 @@ impl<E: Env> Db<E> {
             if state.closed {
                 return Err(Error::Closed { reason: "closed by Db::close".into() });
             }
-            // No allocation unless memtables wait for a flush (ADR-perf-c).
+            // No allocation unless memtables wait for a flush (ADR-0065).
             let immutables: Vec<Arc<Memtable>> =
                 state.immutables.iter().rev().map(|immutable| Arc::clone(&immutable.memtable)).collect();
             (Arc::clone(&state.memtable), immutables, Arc::clone(&state.version))
@@ -267,7 +267,7 @@ impl<E: Env> Db<E> {
             sources.push(Box::new(live.table.iter_from(start)));
         }
         let mut rows = Vec::new();
-        // The user key whose visible version was taken: one buffer, reused from row to row (ADR-perf-c).
+        // The user key whose visible version was taken: one buffer, reused from row to row (ADR-0065).
         let (mut current, mut has_current) = (Vec::new(), false);
         for entry in MergeIter::new(sources) {
             let entry = entry?;

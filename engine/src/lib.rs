@@ -14,7 +14,7 @@ pub mod canary;
 /// Whether the expensive cross-checks run: checks whose cost is of the order of the operation they check (a
 /// second, plain binary search of a table's index on every lookup). On in the engine's own tests and in every
 /// build with the `expensive-checks` feature, which the simulation targets turn on; off in a production build.
-/// Cheap assertions stay on everywhere (ADR-0001, amended by ADR-perf-a).
+/// Cheap assertions stay on everywhere (ADR-0001, amended by ADR-0063).
 pub const EXPENSIVE_CHECKS: bool = cfg!(any(test, feature = "expensive-checks"));
 mod db;
 mod error;

@@ -10,7 +10,7 @@ use crossbeam_skiplist::SkipMap;
 use crate::types::{Entry, InternalKey, Lookup, Sequence, ValueKind, compare_internal};
 
 /// An internal key's parts, however they are held: the skiplist is searched through `dyn KeyParts`, so a lookup
-/// borrows the caller's key instead of building an owned [`InternalKey`] (no allocation per `get`, ADR-perf-c).
+/// borrows the caller's key instead of building an owned [`InternalKey`] (no allocation per `get`, ADR-0065).
 /// The order is the internal-key order, the same as `InternalKey`'s (what `Borrow` requires).
 pub(crate) trait KeyParts {
     fn parts(&self) -> (&[u8], Sequence);

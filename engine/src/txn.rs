@@ -68,7 +68,7 @@ pub(crate) fn key_range<'a>(range: &impl RangeBounds<&'a [u8]>) -> KeyRange {
     KeyRange { start, end }
 }
 
-/// The rows a scan returns: `Result<(key, value)>` in key order. It borrows its transaction (ADR-perf-b): the
+/// The rows a scan returns: `Result<(key, value)>` in key order. It borrows its transaction (ADR-0064): the
 /// transaction cannot commit, roll back, write or be dropped while the iterator lives.
 #[derive(Debug)]
 pub struct ScanIter<'txn> {
@@ -84,7 +84,7 @@ impl Iterator for ScanIter<'_> {
     }
 }
 
-/// Makes a transaction `!Sync` (it stays `Send`): one thread at a time uses it (ADR-perf-b).
+/// Makes a transaction `!Sync` (it stays `Send`): one thread at a time uses it (ADR-0064).
 type NotSync = PhantomData<Cell<()>>;
 
 /// A serializable read-write transaction. Dropping it uncommitted rolls it back. `Send`, not `Sync`.
@@ -226,7 +226,7 @@ impl<E: Env> Transaction<E> {
         self.check_open()?;
         let bounds = key_range(&range);
         let mut rows = self.db.scan_at(&bounds.start, bounds.end.as_deref(), self.snapshot, usize::MAX)?;
-        // Merge this transaction's own writes only when it has some in the range (ADR-perf-c: no map otherwise).
+        // Merge this transaction's own writes only when it has some in the range (ADR-0065: no map otherwise).
         if self.writes.keys().any(|key| bounds.contains(key)) {
             let mut merged: BTreeMap<Vec<u8>, Vec<u8>> = rows.into_iter().collect();
             for (key, write) in self.writes.iter().filter(|(key, _)| bounds.contains(key)) {

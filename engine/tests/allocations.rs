@@ -1,4 +1,4 @@
-//! Heap allocations on the read hot paths (ADR-perf-c), counted by a global allocator (`stats_alloc`) in this
+//! Heap allocations on the read hot paths (ADR-0065), counted by a global allocator (`stats_alloc`) in this
 //! binary of its own (the count is process-wide, so nothing else may run beside it: `harness = false`, one
 //! thread, `SimEnv`, whose background work runs only when stepped).
 //!

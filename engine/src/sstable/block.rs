@@ -344,7 +344,7 @@ impl Block {
 
     /// The value a point lookup finds: the first entry `>= (user_key, sequence)` if its user key is `user_key`,
     /// as its kind and its value's bytes (borrowed: nothing is copied, and no key is rebuilt: each entry's key is
-    /// compared with `user_key` from the previous comparison, ADR-perf-c). The block must hold an entry
+    /// compared with `user_key` from the previous comparison, ADR-0065). The block must hold an entry
     /// `>= (user_key, sequence)` (the index chose it for that): panics otherwise.
     pub fn get_value(&self, user_key: &[u8], sequence: Sequence) -> Option<(ValueKind, &[u8])> {
         let restart_index = partition_point(self.restart_offsets.len(), |index| {

@@ -248,7 +248,7 @@ impl<F: env::File> Table<F> {
 
     /// The data block holding the first entry `>= (user_key, sequence)`, through the learned index. With
     /// [`crate::EXPENSIVE_CHECKS`] (simulation and tests) the answer is cross-checked by a binary search of the
-    /// whole index (ADR-perf-a).
+    /// whole index (ADR-0063).
     fn find_block(&self, user_key: &[u8], sequence: Sequence) -> Option<usize> {
         let index = &self.metadata.index;
         let is_before = |position: usize| {

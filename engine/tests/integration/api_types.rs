@@ -1,4 +1,4 @@
-//! The API's invariants that the type system holds (ADR-perf-b): each `tests/compile_fail/*.rs` must fail to
+//! The API's invariants that the type system holds (ADR-0064): each `tests/compile_fail/*.rs` must fail to
 //! compile with the error its `.stderr` records; the positive halves are checked here at compile time.
 
 use engine::{ReadTransaction, ScanIter, Transaction};

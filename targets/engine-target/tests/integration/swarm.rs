@@ -5,7 +5,7 @@ use holdfast::{RunOptions, SwarmOptions, SwarmSummary, run_swarm};
 
 #[test]
 fn simulation_builds_run_the_engines_expensive_cross_checks() {
-    // engine-target turns on `engine/expensive-checks` (ADR-perf-a): every table lookup of a swarm is
+    // engine-target turns on `engine/expensive-checks` (ADR-0063): every table lookup of a swarm is
     // cross-checked by a binary search of the whole index.
     // A constant: checked when this test compiles.
     const { assert!(engine::EXPENSIVE_CHECKS, "engine-target must build the engine with `expensive-checks`") };
