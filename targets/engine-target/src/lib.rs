@@ -129,9 +129,15 @@ impl Target for EngineTarget {
     type Op = Op;
     type Observation = Observation;
 
-    /// The standard menu with BUGGIFY: the engine has BUGGIFY sites.
+    /// `assumed`: the standard menu with BUGGIFY (the engine has BUGGIFY sites). `beyond`: that plus garbled
+    /// torn sectors, which the engine claims to survive (its log never appends into a sector holding synced
+    /// records, ADR-robust-b).
     fn fault_menu(profile: FaultProfile) -> Option<FaultMenu> {
-        (profile == FaultProfile::Assumed).then(|| FaultMenu::standard().with_buggify())
+        let assumed = FaultMenu::standard().with_buggify();
+        Some(match profile {
+            FaultProfile::Assumed => assumed,
+            FaultProfile::Beyond => assumed.with_garbled_sectors_survived(),
+        })
     }
 
     fn configure(seed: u64, _world: &WorldConfig) -> EngineConfig {
