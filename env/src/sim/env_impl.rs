@@ -206,7 +206,11 @@ impl Env for SimEnv {
         if world.config.dir_sync_error_ppm > 0 && !is_root(path) && world.dir_sync_fires(path) {
             // The pending namespace operations stay pending: a crash may still drop them.
             world.log_fault(FaultKind::DirSyncError, path, 0);
-            return Err(Error::Io { op: Op::SyncDir, path: path.into(), message: "injected directory sync error".into() });
+            return Err(Error::Io {
+                op: Op::SyncDir,
+                path: path.into(),
+                message: "injected directory sync error".into(),
+            });
         }
         world.disk.sync_dir(path);
         Ok(())

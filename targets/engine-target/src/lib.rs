@@ -129,11 +129,12 @@ impl Target for EngineTarget {
     type Op = Op;
     type Observation = Observation;
 
-    /// `assumed`: the standard menu with BUGGIFY (the engine has BUGGIFY sites). `beyond`: that plus garbled
-    /// torn sectors, which the engine claims to survive (its log never appends into a sector holding synced
-    /// records, ADR-robust-b).
+    /// `assumed`: the standard menu with BUGGIFY (the engine has BUGGIFY sites) and directory-operation faults
+    /// (the engine surfaces them as errors and loses nothing acknowledged). `beyond`: that plus garbled torn
+    /// sectors, which the engine claims to survive (its log never appends into a sector holding synced records,
+    /// ADR-robust-b-a).
     fn fault_menu(profile: FaultProfile) -> Option<FaultMenu> {
-        let assumed = FaultMenu::standard().with_buggify();
+        let assumed = FaultMenu::standard().with_buggify().with_directory_faults();
         Some(match profile {
             FaultProfile::Assumed => assumed,
             FaultProfile::Beyond => assumed.with_garbled_sectors_survived(),
