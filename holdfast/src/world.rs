@@ -71,6 +71,7 @@ pub fn rule(kind: FaultKind, claims: Claims) -> (bool, bool) {
 
 /// Where the data-destroying faults of a run landed (ADR-robust-b).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Damage {
     /// None fired: every check is exact.
     #[default]
