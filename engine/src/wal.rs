@@ -228,7 +228,7 @@ pub fn decode_record_at(bytes: &[u8], offset: usize) -> Result<(Record, u64, usi
         return Err(at("reserved header byte is not zero"));
     }
     let pad_bytes = u64::from(record_padding(header, 0));
-    if pad_bytes >= WAL_SECTOR_BYTES || (pad_bytes > 0 && offset as u64 % WAL_SECTOR_BYTES != 0) {
+    if pad_bytes >= WAL_SECTOR_BYTES || (pad_bytes > 0 && !(offset as u64).is_multiple_of(WAL_SECTOR_BYTES)) {
         return Err(at("record padding out of range or not ending at a sector boundary"));
     }
     let synced_offset = u64::from_le_bytes(header[16..24].try_into().expect("8 bytes"));
@@ -500,7 +500,10 @@ mod tests {
         // Every synced end's sector is never written again: the next record starts at a boundary.
         for end in synced_ends {
             let next = scan.records.iter().map(|(offset, _)| *offset).find(|&offset| offset >= end);
-            assert!(next.is_none_or(|offset| offset % WAL_SECTOR_BYTES == 0), "append into a synced sector at {end}");
+            assert!(
+                next.is_none_or(|offset| offset.is_multiple_of(WAL_SECTOR_BYTES)),
+                "append into a synced sector at {end}"
+            );
         }
         assert!(scan.records.iter().any(|(offset, _)| record_padding(&bytes, *offset as usize) > 0), "no padding");
     }
