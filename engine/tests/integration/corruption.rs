@@ -64,14 +64,20 @@ fn damaged_manifest_is_a_typed_error() {
     expect_corruption(Db::open(env.clone(), "/db", Options::default()).map(|_| ()), &path);
 }
 
-#[test]
-fn damaged_last_record_of_a_closed_log_is_corruption() {
-    let env = populated(4, false);
+/// A populated, closed database's log: its path, bytes and scan.
+fn closed_log(seed: u64) -> (SimEnv, PathBuf, Vec<u8>, engine::wal::WalScan) {
+    let env = populated(seed, false);
     let (path, _) = file_like(&env, "wal-");
-    // The seal written by close() proves the last data record was synced. (The seal starts at a sector boundary
-    // after a zero gap, ADR-robust-b-a: flip a bit inside the last data record itself.)
     let bytes = env.read_current(&path).expect("the log exists");
     let scan = engine::wal::decode_segment(&bytes);
+    (env, path, bytes, scan)
+}
+
+#[test]
+fn damaged_last_record_of_a_closed_log_is_corruption() {
+    let (env, path, _, scan) = closed_log(4);
+    // The seal written by close() proves the last data record was synced. (The seal starts at a sector boundary
+    // after a zero gap, ADR-robust-b-a: flip a bit inside the last data record itself.)
     let last_batch = scan.records.iter().rev().find(|(_, record)| matches!(record, engine::wal::Record::Batch(_)));
     let (offset, _) = last_batch.expect("the log holds a batch");
     env.inject(ExplicitFault::FlipBit { path: path.clone(), offset: offset + 30 });
@@ -80,10 +86,7 @@ fn damaged_last_record_of_a_closed_log_is_corruption() {
 
 #[test]
 fn a_damaged_padding_gap_loses_no_record() {
-    let env = populated(4, false);
-    let (path, _) = file_like(&env, "wal-");
-    let bytes = env.read_current(&path).expect("the log exists");
-    let scan = engine::wal::decode_segment(&bytes);
+    let (env, path, bytes, scan) = closed_log(4);
     let (seal, _) = scan.records.last().expect("the seal");
     let gap = engine::wal::record_padding(&bytes, usize::try_from(*seal).expect("fits"));
     assert!(gap > 0, "close() pads its seal to a sector boundary after the last sync");
