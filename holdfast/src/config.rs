@@ -224,7 +224,9 @@ impl WorldConfig {
         let mut rng = DeterministicRng::stream(seed, "world");
         let weights = draw_weights(&mut rng, menu);
         let buggify = menu.buggify && rng.chance_ppm(500_000);
-        let faults = draw_faults(&mut rng, menu, buggify);
+        // Kinds added to menus later draw from their own stream, so adding them reshuffles no existing world.
+        let mut later = DeterministicRng::stream(seed, "world.directory");
+        let faults = draw_faults(&mut rng, &mut later, menu, buggify);
         let config = Self {
             profile,
             faults,
@@ -295,11 +297,18 @@ fn draw_weights(rng: &mut DeterministicRng, menu: &FaultMenu) -> WorldWeights {
     }
 }
 
-fn draw_faults(rng: &mut DeterministicRng, menu: &FaultMenu, buggify: bool) -> FaultConfig {
+fn draw_faults(
+    rng: &mut DeterministicRng,
+    later: &mut DeterministicRng,
+    menu: &FaultMenu,
+    buggify: bool,
+) -> FaultConfig {
     let mut faults = FaultConfig { keying: menu.keying, ..FaultConfig::none() };
     if rng.chance_ppm(menu.faults_on_ppm) {
         // Which kinds are on is itself chosen per seed.
         for &(kind, ppm_max) in &menu.kinds {
+            let is_later = DIRECTORY_FAULTS.iter().any(|&(listed, _)| listed == kind);
+            let rng: &mut DeterministicRng = if is_later { &mut *later } else { &mut *rng };
             if rng.chance_ppm(menu.kind_on_ppm) {
                 let ppm = u32::try_from(rng.range_inclusive(1, u64::from(ppm_max))).expect("fits");
                 set_ppm(&mut faults, kind, ppm);

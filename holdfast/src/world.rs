@@ -375,3 +375,47 @@ impl World {
         coverage
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use env::{Env, ExplicitFault, File, OpenOptions};
+
+    use super::*;
+
+    fn file_with_bytes(env: &SimEnv, path: &str) {
+        env.create_dir_all(Path::new("/d")).expect("mkdir");
+        let file = env.open(Path::new(path), OpenOptions::create_new()).expect("create");
+        file.write_all_at(0, &[7u8; 100]).expect("write");
+        file.sync().expect("sync");
+    }
+
+    #[test]
+    fn damage_is_located_in_the_files_it_landed_in() {
+        let env = SimEnv::new(1);
+        file_with_bytes(&env, "/d/a");
+        file_with_bytes(&env, "/d/b");
+        let mut world = World::new(env.clone(), Claims::default());
+        assert_eq!(*world.damage(), Damage::None);
+        assert!(!world.damaged());
+        env.inject(ExplicitFault::FlipBit { path: "/d/a".into(), offset: 3 });
+        assert!(world.damaged());
+        let damage = world.damage().clone();
+        assert_eq!(damage, Damage::Files(BTreeSet::from([PathBuf::from("/d/a")])));
+        assert!(damage.touches(Path::new("/d/a")) && !damage.touches(Path::new("/d/b")));
+        env.inject(ExplicitFault::FlipBit { path: "/d/b".into(), offset: 3 });
+        assert!(world.damage().touches(Path::new("/d/b")));
+    }
+
+    #[test]
+    fn a_claimed_fault_excuses_and_damages_nothing() {
+        let garbled = FaultKind::CrashGarbledSector;
+        assert_eq!(rule(garbled, Claims::default()), (true, true));
+        assert_eq!(rule(garbled, Claims { garbled_sectors_survived: true }), (false, false));
+        for kind in [FaultKind::DirSyncError, FaultKind::MetadataError, FaultKind::MetadataNoSpace] {
+            assert_eq!(rule(kind, Claims::default()), (true, false), "{}", kind.name());
+        }
+        assert_eq!(rule(FaultKind::LatentSector, Claims { garbled_sectors_survived: true }), (true, true));
+    }
+}
