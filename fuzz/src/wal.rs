@@ -37,7 +37,9 @@ fn check_segment(data: &[u8]) {
         assert!(synced_offset <= *offset, "an accepted record claims more synced bytes than precede it");
         // Records are canonical too: re-encoding gives back exactly the bytes.
         let reencoded = match record {
-            Record::Batch(batch) => encode_record_padded(RecordKind::Batch, &encode_batch(batch), synced_offset, pad_bytes),
+            Record::Batch(batch) => {
+                encode_record_padded(RecordKind::Batch, &encode_batch(batch), synced_offset, pad_bytes)
+            }
             Record::Seal => encode_record_padded(RecordKind::Seal, &[], synced_offset, pad_bytes),
         };
         assert_eq!(reencoded, &data[*offset as usize..next], "a record does not re-encode to its bytes");
