@@ -18,6 +18,7 @@ pub mod canary;
 pub const EXPENSIVE_CHECKS: bool = cfg!(any(test, feature = "expensive-checks"));
 mod db;
 mod error;
+mod introspect;
 mod jobs;
 pub mod manifest;
 mod memtable;
@@ -33,6 +34,7 @@ pub mod wal;
 
 pub use db::{Db, FILE_NUMBER_MAX, Stats};
 pub use error::{DecodeError, Error, Result};
+pub use introspect::FileKeyRange;
 pub use options::{Options, SyncMode};
 pub use ssi::ConflictCause;
 pub use txn::{COMMIT_WAITS_MAX, CommitTicket, ReadTransaction, ScanIter, Transaction};

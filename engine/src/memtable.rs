@@ -125,6 +125,14 @@ impl Memtable {
         self.map.is_empty()
     }
 
+    /// The smallest and largest user key inserted (`None` when empty).
+    pub fn key_range(&self) -> Option<(Vec<u8>, Vec<u8>)> {
+        let first = self.map.front()?.key().user_key.clone();
+        let last = self.map.back()?.key().user_key.clone();
+        debug_assert!(first <= last, "a skiplist out of order");
+        Some((first, last))
+    }
+
     /// The largest sequence inserted (0 when empty).
     pub fn max_sequence(&self) -> Sequence {
         self.max_sequence.load(Ordering::Relaxed)

@@ -471,8 +471,10 @@ fn group_commit_step<E: Env>(inner: &Arc<Inner<E>>) -> Result<bool> {
 /// One shared sync: capture the log's end, sync outside the lock, then acknowledge every commit now durable.
 fn sync_and_acknowledge<E: Env>(inner: &Arc<Inner<E>>) -> Result<()> {
     let (file, number, end) = {
-        let state = inner.state();
-        (state.wal.file_handle(), state.wal.number(), state.wal.end_offset())
+        let mut state = inner.state();
+        let number = state.wal.number();
+        let (file, end) = state.wal.begin_sync();
+        (file, number, end)
     };
     let synced = file.sync();
     let mut state = inner.state();

@@ -8,7 +8,8 @@
 //! | 4..8  | `payload_crc`    | CRC32 of the payload                                                      |
 //! | 8..12 | `payload_len`    | payload length, at most [`RECORD_PAYLOAD_BYTES_MAX`]                      |
 //! | 12    | `kind`           | [`RecordKind`]: 0xA5 batch, 0xB6 seal; no other byte is a record kind     |
-//! | 13..16| reserved         | zero                                                                      |
+//! | 13..15| `pad_bytes`      | u16: zero bytes between the previous record's end and this record (0..512) |
+//! | 15    | reserved         | zero                                                                      |
 //! | 16..24| `synced_offset`  | how many bytes of this segment were known durable when the record was written |
 //! | 24..  | payload          | a batch: first sequence (u64), count (u32), then per write: value kind (u8), key length (u32), key, value length (u32), value |
 //!
@@ -19,6 +20,14 @@
 //! claims a synced boundary beyond the damage, it is [`WalEnd::Corrupt`], otherwise [`WalEnd::TornTail`] and the
 //! tail is truncated. A segment that the log moved past ends with a seal record; a non-final segment without
 //! one is corrupt.
+//!
+//! **Sector alignment (ADR-robust-b-a).** A crash may garble the whole sector a torn write touches, bytes outside
+//! the write included (no "powersafe overwrite"). So an append never starts inside a sector that holds bytes a
+//! sync has been issued for: it starts at the next sector boundary instead, the gap left as zeros (never
+//! written), and the record's `pad_bytes` says how long the gap is. A record with `pad_bytes > 0` starts at a
+//! sector boundary. Recovery reads a record at `end`, or else, when the bytes from `end` to the next boundary are
+//! all zero, a record at that boundary whose `pad_bytes` is exactly that gap; anything else at `end` is damage.
+//! Synced sectors are therefore never written again, and a garbled torn sector holds only unsynced records.
 
 use env::File;
 
@@ -31,6 +40,8 @@ pub const RECORD_HEADER_BYTES: usize = 24;
 pub const RECORD_PAYLOAD_BYTES_MAX: usize = 64 * 1024 * 1024;
 /// The most writes one batch may carry.
 pub const BATCH_WRITES_MAX: u32 = 1 << 20;
+/// The sector appends align to after a sync (the simulated disk's and the common device's atomic unit).
+pub const WAL_SECTOR_BYTES: u64 = env::SECTOR_SIZE_BYTES;
 
 /// What a record is. The tag bytes share nothing with [`ValueKind`] tags (ADR-0011).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -169,19 +180,37 @@ pub fn decode_batch(bytes: &[u8]) -> Result<Batch, DecodeError> {
     Ok(Batch { first_sequence, writes })
 }
 
-/// Encode a whole record (header + payload).
+/// Encode a whole record (header + payload) that follows the previous record directly.
 pub fn encode_record(kind: RecordKind, payload: &[u8], synced_offset: u64) -> Vec<u8> {
+    encode_record_padded(kind, payload, synced_offset, 0)
+}
+
+/// Encode a whole record that starts `pad_bytes` zero bytes after the previous record's end, at a sector boundary.
+pub fn encode_record_padded(kind: RecordKind, payload: &[u8], synced_offset: u64, pad_bytes: u16) -> Vec<u8> {
     assert!(payload.len() <= RECORD_PAYLOAD_BYTES_MAX, "record payload too large");
+    assert!(u64::from(pad_bytes) < WAL_SECTOR_BYTES, "padding reaches a whole sector");
     let mut out = vec![0u8; RECORD_HEADER_BYTES];
     out[4..8].copy_from_slice(&crc32fast::hash(payload).to_le_bytes());
     out[8..12].copy_from_slice(&(payload.len() as u32).to_le_bytes());
     out[12] = kind as u8;
+    out[13..15].copy_from_slice(&pad_bytes.to_le_bytes());
     out[16..24].copy_from_slice(&synced_offset.to_le_bytes());
     let header_crc = crc32fast::hash(&out[4..RECORD_HEADER_BYTES]);
     out[0..4].copy_from_slice(&header_crc.to_le_bytes());
     out.extend_from_slice(payload);
-    debug_assert!(matches!(decode_record_at(&out, 0), Ok((_, _, end)) if end == out.len()));
+    debug_assert_eq!(record_padding(&out, 0), pad_bytes);
     out
+}
+
+/// The `pad_bytes` of the record header at `offset` (0 when there is no header there). Meaningful only for a
+/// record [`decode_record_at`] accepts.
+pub fn record_padding(bytes: &[u8], offset: usize) -> u16 {
+    bytes.get(offset + 13..offset + 15).map_or(0, |field| u16::from_le_bytes(field.try_into().expect("2 bytes")))
+}
+
+/// The next sector boundary at or after `offset`.
+pub fn sector_ceil(offset: u64) -> u64 {
+    offset.div_ceil(WAL_SECTOR_BYTES) * WAL_SECTOR_BYTES
 }
 
 /// Decode the record at `offset`: (record, its synced_offset, the offset just past it).
@@ -195,8 +224,12 @@ pub fn decode_record_at(bytes: &[u8], offset: usize) -> Result<(Record, u64, usi
     let payload_crc = u32::from_le_bytes(header[4..8].try_into().expect("4 bytes"));
     let payload_len = u32::from_le_bytes(header[8..12].try_into().expect("4 bytes")) as usize;
     let kind = RecordKind::from_byte(header[12]).ok_or_else(|| at("unknown record kind"))?;
-    if header[13..16] != [0, 0, 0] {
-        return Err(at("reserved header bytes are not zero"));
+    if header[15] != 0 {
+        return Err(at("reserved header byte is not zero"));
+    }
+    let pad_bytes = u64::from(record_padding(header, 0));
+    if pad_bytes >= WAL_SECTOR_BYTES || (pad_bytes > 0 && !(offset as u64).is_multiple_of(WAL_SECTOR_BYTES)) {
+        return Err(at("record padding out of range or not ending at a sector boundary"));
     }
     let synced_offset = u64::from_le_bytes(header[16..24].try_into().expect("8 bytes"));
     if payload_len > RECORD_PAYLOAD_BYTES_MAX {
@@ -220,15 +253,25 @@ pub fn decode_segment(bytes: &[u8]) -> WalScan {
     let mut records = Vec::new();
     let mut position = 0usize;
     while position < bytes.len() {
-        match decode_record_at(bytes, position) {
-            Ok((record, synced_offset, next)) => {
+        let decoded = decode_record_at(bytes, position).and_then(|decoded| {
+            // A record reached directly must not claim a gap before it.
+            if record_padding(bytes, position) == 0 {
+                Ok((position, decoded))
+            } else {
+                Err(DecodeError::new(position as u64, "record claims padding but follows its predecessor directly"))
+            }
+        });
+        match decoded.or_else(|error| padded_record_after(bytes, position).ok_or(error)) {
+            Ok((start, (record, synced_offset, next))) => {
+                let position_before = position;
+                position = start;
                 if synced_offset > position as u64 {
                     // A record cannot claim more was synced than existed before it.
                     let reason = format!("record claims {synced_offset} bytes synced before offset {position}");
                     return WalScan { records, end: WalEnd::Corrupt { offset: position as u64, reason } };
                 }
                 records.push((position as u64, record));
-                assert!(next > position, "record decoding made no progress");
+                assert!(next > position && position >= position_before, "record decoding made no progress");
                 position = next;
             }
             Err(error) => {
@@ -238,6 +281,17 @@ pub fn decode_segment(bytes: &[u8]) -> WalScan {
         }
     }
     WalScan { records, end: WalEnd::Clean }
+}
+
+/// The record after the padding that starts at `end`: the bytes from `end` to the next sector boundary are all
+/// zero and the record there decodes and says it was padded by exactly that many bytes. Its offset and decoding.
+fn padded_record_after(bytes: &[u8], end: usize) -> Option<(usize, (Record, u64, usize))> {
+    let boundary = usize::try_from(sector_ceil(end as u64)).ok()?;
+    if boundary == end || boundary >= bytes.len() || bytes[end..boundary].iter().any(|&byte| byte != 0) {
+        return None;
+    }
+    let decoded = decode_record_at(bytes, boundary).ok()?;
+    (usize::from(record_padding(bytes, boundary)) == boundary - end).then_some((boundary, decoded))
 }
 
 /// Bad bytes at `damage`: corruption if a later valid record proves they had been synced, else a torn tail.
@@ -260,12 +314,26 @@ pub struct WalWriter<F: File> {
     number: u64,
     end_offset: u64,
     synced_offset: u64,
+    /// How many bytes a sync has been issued for (done or not): no append starts in a sector holding any of them.
+    sync_issued_offset: u64,
 }
 
 impl<F: File> WalWriter<F> {
     /// A writer for a new, empty segment.
     pub fn new(file: F, number: u64) -> Self {
-        Self { file: std::sync::Arc::new(file), number, end_offset: 0, synced_offset: 0 }
+        Self { file: std::sync::Arc::new(file), number, end_offset: 0, synced_offset: 0, sync_issued_offset: 0 }
+    }
+
+    /// Where the next record starts, and the zero gap before it: the next sector boundary when the sector at the
+    /// end holds bytes a sync was issued for (a torn, garbled append there could destroy them), else the end.
+    fn next_start(&self) -> (u64, u16) {
+        let sector_start = self.end_offset / WAL_SECTOR_BYTES * WAL_SECTOR_BYTES;
+        if self.sync_issued_offset > sector_start {
+            let start = sector_ceil(self.end_offset);
+            (start, u16::try_from(start - self.end_offset).expect("a gap is shorter than a sector"))
+        } else {
+            (self.end_offset, 0)
+        }
     }
 
     pub fn number(&self) -> u64 {
@@ -283,29 +351,33 @@ impl<F: File> WalWriter<F> {
     /// Append one record. `split` writes header and payload with separate calls (a BUGGIFY site: more places for
     /// a crash to tear). On error the segment's tail is unknown: the caller must stop using the log.
     pub fn append(&mut self, kind: RecordKind, payload: &[u8], split: bool) -> env::Result<()> {
-        let record = encode_record(kind, payload, self.synced_offset);
+        let (start, pad_bytes) = self.next_start();
+        let record = encode_record_padded(kind, payload, self.synced_offset, pad_bytes);
         if split {
-            self.file.write_all_at(self.end_offset, &record[..RECORD_HEADER_BYTES])?;
-            let rest = self.end_offset + RECORD_HEADER_BYTES as u64;
+            self.file.write_all_at(start, &record[..RECORD_HEADER_BYTES])?;
+            let rest = start + RECORD_HEADER_BYTES as u64;
             self.file.write_all_at(rest, &record[RECORD_HEADER_BYTES..])?;
         } else {
-            self.file.write_all_at(self.end_offset, &record)?;
+            self.file.write_all_at(start, &record)?;
         }
-        self.end_offset += record.len() as u64;
+        self.end_offset = start + record.len() as u64;
         assert!(self.synced_offset <= self.end_offset);
         Ok(())
     }
 
     /// Make every appended record durable.
     pub fn sync(&mut self) -> env::Result<()> {
+        self.sync_issued_offset = self.end_offset;
         self.file.sync()?;
         self.synced_offset = self.end_offset;
         Ok(())
     }
 
-    /// The segment's file, to sync outside the engine's lock (group commit).
-    pub fn file_handle(&self) -> std::sync::Arc<F> {
-        std::sync::Arc::clone(&self.file)
+    /// The segment's file and its end, to sync outside the engine's lock (group commit): from now on no append
+    /// starts in a sector holding any of those bytes.
+    pub fn begin_sync(&mut self) -> (std::sync::Arc<F>, u64) {
+        self.sync_issued_offset = self.end_offset;
+        (std::sync::Arc::clone(&self.file), self.end_offset)
     }
 
     /// Everything up to `end` was synced through [`WalWriter::file_handle`].
@@ -398,6 +470,81 @@ mod tests {
         }
         assert!(RecordKind::from_byte(ValueKind::Put.to_byte()).is_none());
         assert!(RecordKind::from_byte(ValueKind::Delete.to_byte()).is_none());
+    }
+
+    /// A writer's segment bytes after appending `records` payload lengths, syncing after the ones marked.
+    fn written(appends: &[(usize, bool)]) -> (Vec<u8>, Vec<u64>) {
+        use env::Env as _;
+        let env = env::SimEnv::new(1);
+        let file = env.open(std::path::Path::new("/wal-000001.log"), env::OpenOptions::create_new()).expect("open");
+        let mut writer = WalWriter::new(file, 1);
+        let mut synced_ends = Vec::new();
+        for (index, &(len, sync)) in appends.iter().enumerate() {
+            let batch = batch(index as u64 + 1, &[&"k".repeat(len.max(1))]);
+            writer.append(RecordKind::Batch, &encode_batch(&batch), index % 3 == 0).expect("append");
+            if sync {
+                writer.sync().expect("sync");
+                synced_ends.push(writer.end_offset());
+            }
+        }
+        (writer.file.read_all().expect("read back"), synced_ends)
+    }
+
+    #[test]
+    fn appends_after_a_sync_start_at_a_sector_boundary_and_decode() {
+        let appends = [(10, true), (700, false), (3, true), (1, false), (2, false), (5, true), (40, true)];
+        let (bytes, synced_ends) = written(&appends);
+        let scan = decode_segment(&bytes);
+        assert_eq!(scan.end, WalEnd::Clean);
+        assert_eq!(scan.records.len(), appends.len());
+        // Every synced end's sector is never written again: the next record starts at a boundary.
+        for end in synced_ends {
+            let next = scan.records.iter().map(|(offset, _)| *offset).find(|&offset| offset >= end);
+            assert!(
+                next.is_none_or(|offset| offset.is_multiple_of(WAL_SECTOR_BYTES)),
+                "append into a synced sector at {end}"
+            );
+        }
+        assert!(scan.records.iter().any(|(offset, _)| record_padding(&bytes, *offset as usize) > 0), "no padding");
+    }
+
+    #[test]
+    fn a_garbled_sector_after_a_sync_keeps_every_synced_record() {
+        let (bytes, synced_ends) = written(&[(10, true), (20, true), (30, false)]);
+        let synced = *synced_ends.last().expect("synced");
+        // Garble from the unsynced record's start to the end of its sector, as a torn crash may.
+        let mut garbled = bytes.clone();
+        let start = usize::try_from(synced.div_ceil(WAL_SECTOR_BYTES) * WAL_SECTOR_BYTES).expect("fits");
+        for byte in &mut garbled[start..] {
+            *byte = 0x5a;
+        }
+        let scan = decode_segment(&garbled);
+        assert_eq!(scan.records.len(), 2, "{:?}", scan.end);
+        assert!(matches!(scan.end, WalEnd::TornTail { .. }), "{:?}", scan.end);
+    }
+
+    #[test]
+    fn padding_is_accepted_only_where_it_is_declared_and_zero() {
+        let first = encode_record(RecordKind::Batch, &encode_batch(&batch(1, &["a"])), 0);
+        let gap = sector_ceil(first.len() as u64) as usize - first.len();
+        let padded = encode_record_padded(RecordKind::Seal, &[], first.len() as u64, gap as u16);
+        let mut bytes = first.clone();
+        bytes.resize(first.len() + gap, 0);
+        bytes.extend_from_slice(&padded);
+        assert_eq!(decode_segment(&bytes).end, WalEnd::Clean);
+        // A non-zero byte in the gap: the record after it is not believed.
+        let mut dirty = bytes.clone();
+        dirty[first.len() + 1] = 1;
+        assert_eq!(decode_segment(&dirty).records.len(), 1);
+        // A record that claims padding but follows directly is damage.
+        let mut direct = first.clone();
+        direct.extend_from_slice(&encode_record_padded(RecordKind::Seal, &[], 0, 0));
+        assert_eq!(decode_segment(&direct).end, WalEnd::Clean);
+        let claimed = encode_record_padded(RecordKind::Seal, &[], 0, 7);
+        assert!(decode_record_at(&claimed, 0).is_ok(), "aligned offset 0 with padding decodes alone");
+        let mut unaligned = first;
+        unaligned.extend_from_slice(&claimed);
+        assert_ne!(decode_segment(&unaligned).end, WalEnd::Clean);
     }
 
     proptest::proptest! {

@@ -1,7 +1,8 @@
 //! `wal_decode`: the WAL decoders never panic, and what they accept round-trips.
 
 use engine::wal::{
-    Record, RecordKind, WalEnd, decode_batch, decode_record_at, decode_segment, encode_batch, encode_record,
+    Record, RecordKind, WalEnd, decode_batch, decode_record_at, decode_segment, encode_batch, encode_record_padded,
+    record_padding,
 };
 
 /// The harness. Panics on a finding.
@@ -25,15 +26,21 @@ fn check_segment(data: &[u8]) {
     let scan = decode_segment(data);
     let mut previous_end = 0u64;
     for (offset, record) in &scan.records {
-        assert_eq!(*offset, previous_end, "records do not tile the segment's valid prefix");
+        // Records tile the valid prefix, each after its declared zero padding (ADR-robust-b-a).
+        let pad_bytes = record_padding(data, *offset as usize);
+        assert_eq!(*offset, previous_end + u64::from(pad_bytes), "records do not tile the segment's valid prefix");
+        let gap = &data[previous_end as usize..*offset as usize];
+        assert!(gap.iter().all(|&byte| byte == 0), "padding before a record is not zero");
         let (again, synced_offset, next) =
             decode_record_at(data, *offset as usize).expect("a record decode_segment returned must decode again");
         assert_eq!(&again, record, "decode_record_at disagrees with decode_segment");
         assert!(synced_offset <= *offset, "an accepted record claims more synced bytes than precede it");
         // Records are canonical too: re-encoding gives back exactly the bytes.
         let reencoded = match record {
-            Record::Batch(batch) => encode_record(RecordKind::Batch, &encode_batch(batch), synced_offset),
-            Record::Seal => encode_record(RecordKind::Seal, &[], synced_offset),
+            Record::Batch(batch) => {
+                encode_record_padded(RecordKind::Batch, &encode_batch(batch), synced_offset, pad_bytes)
+            }
+            Record::Seal => encode_record_padded(RecordKind::Seal, &[], synced_offset, pad_bytes),
         };
         assert_eq!(reencoded, &data[*offset as usize..next], "a record does not re-encode to its bytes");
         previous_end = next as u64;

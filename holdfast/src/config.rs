@@ -77,6 +77,9 @@ pub struct FaultMenu {
     pub disk_full: bool,
     /// A seed may turn crash-garbled torn sectors on (breaks "powersafe overwrite").
     pub garbled_sectors: bool,
+    /// The target claims to survive garbled torn sectors (its writes never share a sector with synced data):
+    /// a garbled sector then excuses nothing and damages nothing (ADR-robust-b), so any loss is its bug.
+    pub garbled_sectors_survived: bool,
     /// A seed may turn BUGGIFY on.
     pub buggify: bool,
     pub explicit: ExplicitFaults,
@@ -100,6 +103,10 @@ const STANDARD_FAULTS: [(FaultKind, u32); 8] = [
     (FaultKind::Latency, 50_000),
 ];
 
+/// Directory-operation faults ([`FaultMenu::with_directory_faults`]), with the largest ppm each may get.
+const DIRECTORY_FAULTS: [(FaultKind, u32); 3] =
+    [(FaultKind::DirSyncError, 20_000), (FaultKind::MetadataError, 20_000), (FaultKind::MetadataNoSpace, 20_000)];
+
 impl FaultMenu {
     /// Every probabilistic fault kind, disk quotas, explicit faults with bit flips, background tasks; no
     /// garbled sectors, no BUGGIFY (a system has BUGGIFY sites only if it calls `Env::buggify`: see
@@ -111,6 +118,7 @@ impl FaultMenu {
             kind_on_ppm: 500_000,
             disk_full: true,
             garbled_sectors: false,
+            garbled_sectors_survived: false,
             buggify: false,
             explicit: ExplicitFaults::All,
             keying: FaultKeying::OperationIndex,
@@ -138,11 +146,30 @@ impl FaultMenu {
         self
     }
 
+    /// The menu with directory-operation faults (ADR-robust-b): EIO from `sync_dir`, EIO or ENOSPC from a create,
+    /// rename or remove. For systems that surface those as errors and lose nothing acknowledged.
+    pub fn with_directory_faults(mut self) -> Self {
+        for kind in DIRECTORY_FAULTS {
+            if !self.kinds.iter().any(|&(listed, _)| listed == kind.0) {
+                self.kinds.push(kind);
+            }
+        }
+        self
+    }
+
+    /// The menu with garbled torn sectors that the target claims to survive ([`FaultMenu::garbled_sectors_survived`]).
+    pub fn with_garbled_sectors_survived(mut self) -> Self {
+        self.garbled_sectors = true;
+        self.garbled_sectors_survived = true;
+        self
+    }
+
     /// The menu without the kinds that destroy data at rest or in flight (latent sectors, misdirected writes,
     /// bit flips): for targets whose checks cannot weaken for them.
     pub fn without_data_loss(mut self) -> Self {
         self.kinds.retain(|(kind, _)| !kind.destroys_data());
         self.garbled_sectors = false;
+        self.garbled_sectors_survived = false;
         if self.explicit == ExplicitFaults::All {
             self.explicit = ExplicitFaults::Errors;
         }
@@ -197,7 +224,9 @@ impl WorldConfig {
         let mut rng = DeterministicRng::stream(seed, "world");
         let weights = draw_weights(&mut rng, menu);
         let buggify = menu.buggify && rng.chance_ppm(500_000);
-        let faults = draw_faults(&mut rng, menu, buggify);
+        // Kinds added to menus later draw from their own stream, so adding them reshuffles no existing world.
+        let mut later = DeterministicRng::stream(seed, "world.directory");
+        let faults = draw_faults(&mut rng, &mut later, menu, buggify);
         let config = Self {
             profile,
             faults,
@@ -268,11 +297,18 @@ fn draw_weights(rng: &mut DeterministicRng, menu: &FaultMenu) -> WorldWeights {
     }
 }
 
-fn draw_faults(rng: &mut DeterministicRng, menu: &FaultMenu, buggify: bool) -> FaultConfig {
+fn draw_faults(
+    rng: &mut DeterministicRng,
+    later: &mut DeterministicRng,
+    menu: &FaultMenu,
+    buggify: bool,
+) -> FaultConfig {
     let mut faults = FaultConfig { keying: menu.keying, ..FaultConfig::none() };
     if rng.chance_ppm(menu.faults_on_ppm) {
         // Which kinds are on is itself chosen per seed.
         for &(kind, ppm_max) in &menu.kinds {
+            let is_later = DIRECTORY_FAULTS.iter().any(|&(listed, _)| listed == kind);
+            let rng: &mut DeterministicRng = if is_later { &mut *later } else { &mut *rng };
             if rng.chance_ppm(menu.kind_on_ppm) {
                 let ppm = u32::try_from(rng.range_inclusive(1, u64::from(ppm_max))).expect("fits");
                 set_ppm(&mut faults, kind, ppm);
@@ -308,6 +344,9 @@ pub fn set_ppm(faults: &mut FaultConfig, kind: FaultKind, ppm: u32) {
         FaultKind::Latency => faults.latency_ppm = ppm,
         FaultKind::ClockJump => faults.clock_jump_ppm = ppm,
         FaultKind::CrashGarbledSector => faults.crash_torn_garbage_ppm = ppm,
+        FaultKind::DirSyncError => faults.dir_sync_error_ppm = ppm,
+        FaultKind::MetadataError => faults.metadata_error_ppm = ppm,
+        FaultKind::MetadataNoSpace => faults.metadata_no_space_ppm = ppm,
         other => panic!("{} is not a probabilistic fault", other.name()),
     }
     assert_eq!(faults.ppm(kind), ppm, "set_ppm did not take");

@@ -56,7 +56,7 @@ pub use schedule::{FORMAT_VERSION, Schedule, ScheduleOf, parse_schedule};
 pub use step::{Observed, Step, WorldStep};
 pub use swarm::{SwarmOptions, SwarmSummary, run_swarm};
 pub use target::{Coverage, FailureKind, FaultSite, Rendering, SeedParallelism, SystemError, Target, Violation};
-pub use world::World;
+pub use world::{Damage, World};
 pub use {corpus, env};
 
 /// The environment variable that overrides a test's default seed.

@@ -12,7 +12,7 @@ use env::{DeterministicRng, ExplicitFault, Op, SimEnv, TaskStep};
 use crate::config::{ExplicitFaults, WorldConfig, healed_faults};
 use crate::step::{FaultAction, FaultOn, Observed, Step, WorldStep, file_family};
 use crate::target::{FailureKind, FaultSite, Target, Violation};
-use crate::world::World;
+use crate::world::{Claims, World};
 
 /// How many times an open is retried when a fault justified its failure.
 pub const OPEN_ATTEMPTS_MAX: u32 = 8;
@@ -34,9 +34,12 @@ impl<T: Target> Session<T> {
     /// Build the target on `env` and open its system.
     pub(crate) fn start(env: SimEnv, world_config: &WorldConfig, config: &T::Config) -> Result<Self, Violation> {
         let target = T::new(&env, config);
+        let claims = T::fault_menu(world_config.profile)
+            .map(|menu| Claims { garbled_sectors_survived: menu.garbled_sectors_survived })
+            .unwrap_or_default();
         let mut session = Self {
             target,
-            world: World::new(env),
+            world: World::new(env, claims),
             world_config: world_config.clone(),
             config: config.clone(),
             crashes_classified: 0,

@@ -140,7 +140,7 @@ const PPM_CERTAIN: u32 = 1_000_000;
 /// For each probabilistic fault that is on, a copy with only that one off; then each made certain.
 fn faults_off(faults: &FaultConfig) -> Vec<FaultConfig> {
     type Field = fn(&mut FaultConfig) -> &mut u32;
-    let fields: [Field; 10] = [
+    let fields: [Field; 13] = [
         |f| &mut f.fsync_error_ppm,
         |f| &mut f.write_error_ppm,
         |f| &mut f.short_write_ppm,
@@ -151,6 +151,9 @@ fn faults_off(faults: &FaultConfig) -> Vec<FaultConfig> {
         |f| &mut f.latency_ppm,
         |f| &mut f.clock_jump_ppm,
         |f| &mut f.crash_torn_garbage_ppm,
+        |f| &mut f.dir_sync_error_ppm,
+        |f| &mut f.metadata_error_ppm,
+        |f| &mut f.metadata_no_space_ppm,
     ];
     let mut off = Vec::new();
     let mut certain = Vec::new();

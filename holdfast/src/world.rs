@@ -12,18 +12,28 @@
 //!   not lost.
 //! * `read_corruption` (transient: a re-read is correct) — the only non-damaging fault that excuses an error
 //!   reporting corruption ([`crate::SystemError::corruption`]); a write or sync error never does.
+//! * `dir_sync_error`, `metadata_error`, `metadata_no_space` (directory operations: EIO from `sync_dir`, EIO or
+//!   ENOSPC from a create, rename or remove) — like a failed fsync: a typed error is allowed (and the system is
+//!   reopened after the step); the namespace change did not happen (or, after a failed directory sync, may still
+//!   be dropped by a crash), so nothing acknowledged may be lost.
 //! * `latent_sector`, `misdirected_write`, `explicit_corruption`, `crash_garbled_sector` — the run is *damaged*:
 //!   errors of every kind are allowed from then on, an open may fail for good (the run then ends
-//!   "unrecoverable", which passes), and the target's checks may weaken ([`World::damaged`]).
+//!   "unrecoverable", which passes), and the target's checks may weaken ([`World::damaged`]) — but only for data
+//!   that could have lived where the damage landed: [`World::damage`] names the damaged files (ADR-robust-b), and
+//!   a target checks everything else exactly.
+//! * `crash_garbled_sector` when the target claims to survive it ([`crate::FaultMenu::garbled_sectors_survived`]):
+//!   excuses nothing and damages nothing, like a torn write — a system whose writes never share a sector with
+//!   synced data loses only unsynced bytes to it.
 //! * `latency`, `clock_jump`, and the crash effects (`crash_dropped_write`, `crash_torn_write`,
 //!   `crash_dropped_metadata`) — excuse nothing: they touch only unsynced state or time.
 //!
 //! Never allowed, whatever fired: an error while no fault justifies it, a crash error when no crash happened,
 //! a panic.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
 
-use env::{FaultKind, SimEnv};
+use env::{FaultKind, FaultRecord, SimEnv};
 
 use crate::step::Observed;
 use crate::target::{Coverage, FailureKind, SystemError, Violation};
@@ -42,6 +52,63 @@ pub fn excuses_errors(kind: FaultKind) -> bool {
             | FaultKind::CrashTornWrite
             | FaultKind::CrashDroppedMetadata
     )
+}
+
+/// What the target claims to survive beyond the rule table's defaults (from its [`crate::FaultMenu`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Claims {
+    /// Garbled torn sectors lose only unsynced bytes ([`crate::FaultMenu::garbled_sectors_survived`]).
+    pub garbled_sectors_survived: bool,
+}
+
+/// The rule for one fault kind under the target's claims: (excuses errors, damages data).
+pub fn rule(kind: FaultKind, claims: Claims) -> (bool, bool) {
+    if kind == FaultKind::CrashGarbledSector && claims.garbled_sectors_survived {
+        return (false, false);
+    }
+    (excuses_errors(kind), kind.destroys_data())
+}
+
+/// Where the data-destroying faults of a run landed (ADR-robust-b).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Damage {
+    /// None fired: every check is exact.
+    #[default]
+    None,
+    /// Only these files were damaged: durable data in every other file is intact and checked exactly.
+    Files(BTreeSet<PathBuf>),
+    /// Damage whose file is unknown (the fault log was full, or the file had no name): any file.
+    Anywhere,
+}
+
+impl Damage {
+    /// Add where one data-destroying fault landed. A misdirected write lands in the file it was meant for (the
+    /// simulated disk shifts it within that file), as every other kind does.
+    fn add(&mut self, record: &FaultRecord) {
+        if *self == Damage::Anywhere {
+            return;
+        }
+        if record.file.as_os_str().is_empty() || record.file.starts_with("<") {
+            *self = Damage::Anywhere;
+            return;
+        }
+        match self {
+            Damage::Files(files) => {
+                files.insert(record.file.clone());
+            }
+            _ => *self = Damage::Files(BTreeSet::from([record.file.clone()])),
+        }
+    }
+
+    /// May `path` hold damaged bytes?
+    pub fn touches(&self, path: &Path) -> bool {
+        match self {
+            Damage::None => false,
+            Damage::Files(files) => files.contains(path),
+            Damage::Anywhere => true,
+        }
+    }
 }
 
 /// Which faults the run has accounted for: each poll returns the kinds that fired since the last one.
@@ -82,6 +149,11 @@ pub struct World {
     corruption_excused: bool,
     /// A data-destroying fault fired: for the rest of the run.
     damaged: bool,
+    /// Where the data-destroying faults landed.
+    damage: Damage,
+    /// How much of the fault log [`World::damage`] has read.
+    log_read: usize,
+    claims: Claims,
     /// The system could not be brought back after damage; the rest of the run only records.
     pub(crate) unrecoverable: bool,
     /// Reopen the system at the end of this step (an error surfaced).
@@ -94,13 +166,16 @@ pub struct World {
 }
 
 impl World {
-    pub(crate) fn new(env: SimEnv) -> Self {
+    pub(crate) fn new(env: SimEnv, claims: Claims) -> Self {
         Self {
             env,
             tracker: FaultTracker::default(),
             excused: false,
             corruption_excused: false,
             damaged: false,
+            damage: Damage::None,
+            log_read: 0,
+            claims,
             unrecoverable: false,
             reopen_pending: false,
             armed: None,
@@ -132,11 +207,39 @@ impl World {
 
     /// Read new fault records and apply the rule table.
     pub(crate) fn poll_faults(&mut self) {
+        let mut damaging = false;
         for kind in self.tracker.poll(&self.env) {
-            self.damaged |= kind.destroys_data();
-            self.excused |= excuses_errors(kind);
+            let (excuses, damages) = rule(kind, self.claims);
+            damaging |= damages;
+            self.excused |= excuses;
             self.corruption_excused |= kind == FaultKind::ReadCorruption;
         }
+        self.damaged |= damaging;
+        if damaging {
+            self.locate_damage();
+        }
+    }
+
+    /// Read the fault log since the last look and add where each damaging fault landed.
+    fn locate_damage(&mut self) {
+        let (records, full) = self.env.fault_log_from(self.log_read);
+        self.log_read += records.len();
+        for record in &records {
+            if rule(record.kind, self.claims).1 {
+                self.damage.add(record);
+            }
+        }
+        if full {
+            self.damage = Damage::Anywhere;
+        }
+        assert!(self.damage != Damage::None, "a damaging fault fired but none was located");
+    }
+
+    /// Where data-destroying faults landed so far (ADR-robust-b): a target weakens a check only for data that
+    /// could have lived in a damaged file, and checks everything else exactly.
+    pub fn damage(&mut self) -> &Damage {
+        self.poll_faults();
+        &self.damage
     }
 
     /// Faults seen so far, all kinds together.
@@ -270,5 +373,49 @@ impl World {
         coverage.add("damaged_runs", u64::from(damaged));
         coverage.add("unrecoverable_runs", u64::from(self.unrecoverable));
         coverage
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use env::{Env, ExplicitFault, File, OpenOptions};
+
+    use super::*;
+
+    fn file_with_bytes(env: &SimEnv, path: &str) {
+        env.create_dir_all(Path::new("/d")).expect("mkdir");
+        let file = env.open(Path::new(path), OpenOptions::create_new()).expect("create");
+        file.write_all_at(0, &[7u8; 100]).expect("write");
+        file.sync().expect("sync");
+    }
+
+    #[test]
+    fn damage_is_located_in_the_files_it_landed_in() {
+        let env = SimEnv::new(1);
+        file_with_bytes(&env, "/d/a");
+        file_with_bytes(&env, "/d/b");
+        let mut world = World::new(env.clone(), Claims::default());
+        assert_eq!(*world.damage(), Damage::None);
+        assert!(!world.damaged());
+        env.inject(ExplicitFault::FlipBit { path: "/d/a".into(), offset: 3 });
+        assert!(world.damaged());
+        let damage = world.damage().clone();
+        assert_eq!(damage, Damage::Files(BTreeSet::from([PathBuf::from("/d/a")])));
+        assert!(damage.touches(Path::new("/d/a")) && !damage.touches(Path::new("/d/b")));
+        env.inject(ExplicitFault::FlipBit { path: "/d/b".into(), offset: 3 });
+        assert!(world.damage().touches(Path::new("/d/b")));
+    }
+
+    #[test]
+    fn a_claimed_fault_excuses_and_damages_nothing() {
+        let garbled = FaultKind::CrashGarbledSector;
+        assert_eq!(rule(garbled, Claims::default()), (true, true));
+        assert_eq!(rule(garbled, Claims { garbled_sectors_survived: true }), (false, false));
+        for kind in [FaultKind::DirSyncError, FaultKind::MetadataError, FaultKind::MetadataNoSpace] {
+            assert_eq!(rule(kind, Claims::default()), (true, false), "{}", kind.name());
+        }
+        assert_eq!(rule(FaultKind::LatentSector, Claims { garbled_sectors_survived: true }), (true, true));
     }
 }

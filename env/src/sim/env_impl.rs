@@ -85,6 +85,7 @@ impl Env for SimEnv {
             }
             None => {
                 let (path_id, key) = world.meta_key(path);
+                world.metadata_fault(Op::Open, path, key)?;
                 world.disk.create_file(path_id, key)
             }
         };
@@ -160,6 +161,7 @@ impl Env for SimEnv {
         match world.disk.lookup(path) {
             Some(Node::File(_)) => {
                 let (path_id, key) = world.meta_key(path);
+                world.metadata_fault(Op::Remove, path, key)?;
                 world.disk.remove(path_id, key);
                 Ok(())
             }
@@ -183,6 +185,7 @@ impl Env for SimEnv {
         match (world.disk.lookup(from), world.disk.lookup(to)) {
             (Some(Node::File(_)), None | Some(Node::File(_))) => {
                 let (to_id, key) = world.meta_key(to);
+                world.metadata_fault(Op::Rename, from, key)?;
                 let from_id = world.disk.names.get(from).expect("a named file is interned");
                 world.disk.rename(from_id, to_id, key);
                 Ok(())
@@ -197,6 +200,17 @@ impl Env for SimEnv {
         world.begin_io(Op::SyncDir, path, None)?;
         if !world.current_dir_exists(path) {
             return Err(Error::NotFound { op: Op::SyncDir, path: path.into() });
+        }
+        // Keyed by the directory's operation index, counted only while the fault is on (and never for the root,
+        // which has no key), so worlds without it keep every other decision.
+        if world.config.dir_sync_error_ppm > 0 && !is_root(path) && world.dir_sync_fires(path) {
+            // The pending namespace operations stay pending: a crash may still drop them.
+            world.log_fault(FaultKind::DirSyncError, path, 0);
+            return Err(Error::Io {
+                op: Op::SyncDir,
+                path: path.into(),
+                message: "injected directory sync error".into(),
+            });
         }
         world.disk.sync_dir(path);
         Ok(())

@@ -45,13 +45,20 @@ pub enum FaultKind {
     ExplicitCorruption,
     /// A crash left a sector of a torn write full of garbage — neither its old nor its new bytes, and the bytes
     /// of that sector *outside* the written range too (breaks "powersafe overwrite"; ADR-0039). Only with
-    /// `crash_torn_garbage_ppm > 0`. Declared last: a kind's key is its position (never reorder).
+    /// `crash_torn_garbage_ppm > 0`. A kind's key is its position (never reorder; add new kinds last).
     CrashGarbledSector,
+    /// `sync_dir` returns EIO; the directory's pending creates, removes and renames stay pending (a later crash
+    /// may still drop them, a later successful sync makes them durable).
+    DirSyncError,
+    /// A create, rename or remove returns EIO and changes nothing.
+    MetadataError,
+    /// A create, rename or remove returns ENOSPC (no room for the directory entry) and changes nothing.
+    MetadataNoSpace,
 }
 
 impl FaultKind {
     /// Every kind, in a fixed order.
-    pub const ALL: [FaultKind; 17] = [
+    pub const ALL: [FaultKind; 20] = [
         FaultKind::FsyncError,
         FaultKind::WriteError,
         FaultKind::ShortWrite,
@@ -69,6 +76,9 @@ impl FaultKind {
         FaultKind::ExplicitWriteError,
         FaultKind::ExplicitCorruption,
         FaultKind::CrashGarbledSector,
+        FaultKind::DirSyncError,
+        FaultKind::MetadataError,
+        FaultKind::MetadataNoSpace,
     ];
 
     /// True when the fault can destroy or hide data that was already durable (the simulator weakens durability
@@ -104,6 +114,9 @@ impl FaultKind {
             FaultKind::ExplicitWriteError => "explicit_write_error",
             FaultKind::ExplicitCorruption => "explicit_corruption",
             FaultKind::CrashGarbledSector => "crash_garbled_sector",
+            FaultKind::DirSyncError => "dir_sync_error",
+            FaultKind::MetadataError => "metadata_error",
+            FaultKind::MetadataNoSpace => "metadata_no_space",
         }
     }
 
@@ -173,6 +186,16 @@ pub struct FaultConfig {
     /// At a crash: the chance a dropped sector of a torn write becomes garbage instead of keeping its old bytes
     /// (whole sector, beyond the written range: [`FaultKind::CrashGarbledSector`]).
     pub crash_torn_garbage_ppm: u32,
+    /// `sync_dir` fails with EIO ([`FaultKind::DirSyncError`]). Absent from a schedule while zero, so schedules
+    /// from before directory faults keep their digests.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub dir_sync_error_ppm: u32,
+    /// A create, rename or remove fails with EIO ([`FaultKind::MetadataError`]).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub metadata_error_ppm: u32,
+    /// A create, rename or remove fails with ENOSPC ([`FaultKind::MetadataNoSpace`]).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub metadata_no_space_ppm: u32,
     /// What fault and crash decisions on file data are keyed by.
     pub keying: FaultKeying,
     /// The chance a BUGGIFY site is enabled for the run.
@@ -199,6 +222,9 @@ impl Default for FaultConfig {
             crash_write_kept_ppm: 333_333,
             crash_metadata_kept_ppm: 500_000,
             crash_torn_garbage_ppm: 0,
+            dir_sync_error_ppm: 0,
+            metadata_error_ppm: 0,
+            metadata_no_space_ppm: 0,
             keying: FaultKeying::OperationIndex,
             buggify_site_ppm: 0,
             buggify_fire_ppm: 0,
@@ -225,6 +251,9 @@ impl FaultConfig {
             FaultKind::Latency => self.latency_ppm,
             FaultKind::ClockJump => self.clock_jump_ppm,
             FaultKind::CrashGarbledSector => self.crash_torn_garbage_ppm,
+            FaultKind::DirSyncError => self.dir_sync_error_ppm,
+            FaultKind::MetadataError => self.metadata_error_ppm,
+            FaultKind::MetadataNoSpace => self.metadata_no_space_ppm,
             _ => 0,
         }
     }
@@ -233,6 +262,10 @@ impl FaultConfig {
     pub fn is_quiet(&self) -> bool {
         FaultKind::ALL.iter().all(|&kind| self.ppm(kind) == 0) && self.disk_quota_bytes.is_none()
     }
+}
+
+fn is_zero(value: &u32) -> bool {
+    *value == 0
 }
 
 /// Stream tags for keyed decisions. Never renumber: saved seeds depend on them (ADR-0003).

@@ -198,6 +198,14 @@ impl SimEnv {
         self.lock_world().fault_log.clone()
     }
 
+    /// The faults logged from position `start` of the fault log on (an empty list past its end), and whether the
+    /// log is full ([`FAULT_LOG_MAX`]: later faults were counted but not logged).
+    pub fn fault_log_from(&self, start: usize) -> (Vec<FaultRecord>, bool) {
+        let world = self.lock_world();
+        let log = &world.fault_log;
+        (log.get(start..).map(<[FaultRecord]>::to_vec).unwrap_or_default(), log.len() >= FAULT_LOG_MAX)
+    }
+
     /// How many faults of each kind fired.
     pub fn fault_counts(&self) -> BTreeMap<FaultKind, u64> {
         self.lock_world().fault_counts.clone()

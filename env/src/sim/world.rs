@@ -269,6 +269,30 @@ impl World {
         (path_id, keyed(&[path_hash, op_index]))
     }
 
+    /// The directory-operation faults of a create, rename or remove whose metadata key ([`World::meta_key`]) is
+    /// `key`: EIO ([`FaultKind::MetadataError`]) or ENOSPC ([`FaultKind::MetadataNoSpace`]), and then the operation
+    /// changes nothing. Keyed by (seed, path, that path's operation index), like every fault.
+    pub(super) fn metadata_fault(&mut self, op: Op, path: &Path, key: u64) -> Result<()> {
+        if self.fires(FaultKind::MetadataError, key, 0) {
+            self.log_fault(FaultKind::MetadataError, path, 0);
+            let message = "injected directory operation error".to_string();
+            return Err(Error::Io { op, path: path.to_path_buf(), message });
+        }
+        if self.fires(FaultKind::MetadataNoSpace, key, 0) {
+            self.log_fault(FaultKind::MetadataNoSpace, path, 0);
+            return Err(Error::NoSpace { op, path: path.to_path_buf() });
+        }
+        Ok(())
+    }
+
+    /// Does [`FaultKind::DirSyncError`] fire on this `sync_dir` of `dir` (not the root)? Keyed by the directory's
+    /// path and its operation index.
+    pub(super) fn dir_sync_fires(&mut self, dir: &Path) -> bool {
+        let path_id = self.path_id(dir);
+        let (path_hash, op_index) = self.next_operation(path_id);
+        self.fires(FaultKind::DirSyncError, path_hash, op_index)
+    }
+
     pub(super) fn fires(&self, kind: FaultKind, path_hash: u64, op_index: u64) -> bool {
         fires(self.seed, &self.config, kind, path_hash, op_index)
     }

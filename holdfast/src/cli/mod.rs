@@ -163,8 +163,9 @@ pub struct Args {
     pub target: Option<String>,
 
     /// Which faults the simulated disk may inject: `assumed` (the default: what the system's documentation
-    /// assumes of the media; a failure is a bug) or `beyond` (more than that; failures characterise the system).
-    /// Only for targets that define the profile.
+    /// assumes of the media; a failure is a bug) or `beyond` (more than that; failures characterise the system,
+    /// except for faults the target claims to survive there: the engine's garbled torn sectors). Only for targets
+    /// that define the profile.
     #[arg(long, value_name = "PROFILE", value_parser = ["assumed", "beyond"])]
     pub fault_profile: Option<String>,
 

@@ -61,7 +61,6 @@ fn bad_input_exits_2_with_a_message() {
         vec!["--seeds", "0..4", "--shard", "3/2"],
         vec!["--replay", "/nonexistent/schedule.json"],
         vec!["--no-such-flag"],
-        vec!["--fault-profile", "beyond"],
         vec!["--target", "txn", "--fault-profile", "beyond"],
         vec!["--target", "redb", "--fault-profile", "everything"],
         vec!["--target", "nosuch"],
@@ -72,6 +71,13 @@ fn bad_input_exits_2_with_a_message() {
         assert_eq!(output.status.code(), Some(2), "{args:?}: {}", stdout(&output));
         assert!(!output.stderr.is_empty(), "{args:?} printed no message");
     }
+}
+
+#[test]
+fn the_engine_has_a_beyond_profile() {
+    let output = simulator(&["--fault-profile", "beyond", "--seed", "58", "--steps", "200"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stdout(&output));
+    assert!(stdout(&output).contains("profile=beyond"), "{}", stdout(&output));
 }
 
 #[test]

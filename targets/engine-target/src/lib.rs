@@ -9,6 +9,10 @@
 //!   reads as the model says.
 //! * **No never-written values, no resurrection**: every value read is one written under that key; a deleted key
 //!   never comes back (unless a data-destroying fault justifies a rollback).
+//! * **Damage only where it landed** (ADR-robust-b-c): a data-destroying fault lets a key read back any value it
+//!   ever had, or none, only when the fault landed in a file that held the key (tables: their manifest key
+//!   range; log segments: their memtables' ranges; remembered over the run, [`FileKeys`]). Every other key is
+//!   checked exactly, damaged run or not.
 //! * **Sequence numbers** (`sequence_monotonic`, `sequence_recovered`): every acknowledged write gets a sequence
 //!   above every earlier one; after recovery `db.last_sequence()` is at least the highest acknowledged before.
 //! * **Structural** (`structural`): `db.check_invariants()` after every step that can change structure (every
@@ -24,9 +28,11 @@
 //!
 //! `crash.<place>` for `mid_append` (an armed crash cut a `write` of a `wal-*` file), `between_append_and_sync`
 //! (cut a `sync` of a `wal-*` file), `mid_flush`, `mid_compaction`, `mid_manifest`; `flushes`, `compactions`,
-//! `in_flight_writes`; and the framework's (`crashes`, `recoveries`, `reopens`, `fault.<kind>`, ...).
+//! `in_flight_writes`; in a damaged run, `damage.excused_reads` (a read of a key that lived in a damaged file) and
+//! `damage.exact_reads` (one checked exactly all the same); and the framework's (`crashes`, `recoveries`, `reopens`, `fault.<kind>`, ...).
 
 pub mod config;
+mod damage;
 #[cfg(feature = "arbitrary")]
 pub mod fuzzing;
 mod model;
@@ -44,6 +50,7 @@ use holdfast::{
 };
 
 pub use self::config::{EngineConfig, OpWeights, TuningConfig};
+pub use self::damage::FileKeys;
 pub use self::model::{Model, Resolution};
 pub use self::ops::{Observation, Op};
 
@@ -59,6 +66,8 @@ pub struct EngineTarget {
     max_acked_sequence: u64,
     next_value_id: u64,
     counters: Coverage,
+    /// Which keys each file may have held: a data-destroying fault excuses only its files' keys.
+    file_keys: FileKeys,
 }
 
 /// An engine error as the framework's fault rules see it.
@@ -86,6 +95,26 @@ impl EngineTarget {
         &self.model
     }
 
+    /// May a data-destroying fault have destroyed or hidden `key`'s data (ADR-robust-b-c)? Only when it landed
+    /// in a file that held `key`; every other key is checked exactly.
+    /// Counted in a damaged run as `damage.excused_reads` or `damage.exact_reads`.
+    pub(crate) fn damage_reaches(&mut self, world: &mut World, key: u32) -> bool {
+        let damage = world.damage();
+        if *damage == holdfast::Damage::None {
+            return false;
+        }
+        let reaches = self.file_keys.excuses(damage, key);
+        self.counters.add(if reaches { "damage.excused_reads" } else { "damage.exact_reads" }, 1);
+        reaches
+    }
+
+    /// Remember which keys the open database's files hold now.
+    fn record_file_keys(&mut self) {
+        if let Some(db) = &self.db {
+            self.file_keys.record(db);
+        }
+    }
+
     /// Read every key of the key space (and every key the model knows) and compare with the model.
     fn verify_all(&mut self, world: &mut World, context: &str) -> Result<(), Violation> {
         let key_count = self.config.workload.key_count;
@@ -96,7 +125,8 @@ impl EngineTarget {
             match db.get(&key_bytes(key)) {
                 Ok(value) => {
                     let actual = value.as_deref().map(sig_of);
-                    self.model.observe(key, actual, world.damaged(), context)?;
+                    let damaged = self.damage_reaches(world, key);
+                    self.model.observe(key, actual, damaged, context)?;
                 }
                 Err(error) => {
                     // An armed crash cut the verification (the framework recovers and verifies again), or a fault
@@ -129,9 +159,16 @@ impl Target for EngineTarget {
     type Op = Op;
     type Observation = Observation;
 
-    /// The standard menu with BUGGIFY: the engine has BUGGIFY sites.
+    /// `assumed`: the standard menu with BUGGIFY (the engine has BUGGIFY sites) and directory-operation faults
+    /// (the engine surfaces them as errors and loses nothing acknowledged). `beyond`: that plus garbled torn
+    /// sectors, which the engine claims to survive (its log never appends into a sector holding synced records,
+    /// ADR-robust-b-a).
     fn fault_menu(profile: FaultProfile) -> Option<FaultMenu> {
-        (profile == FaultProfile::Assumed).then(|| FaultMenu::standard().with_buggify())
+        let assumed = FaultMenu::standard().with_buggify().with_directory_faults();
+        Some(match profile {
+            FaultProfile::Assumed => assumed,
+            FaultProfile::Beyond => assumed.with_garbled_sectors_survived(),
+        })
     }
 
     fn configure(seed: u64, _world: &WorldConfig) -> EngineConfig {
@@ -150,6 +187,7 @@ impl Target for EngineTarget {
             max_acked_sequence: 0,
             next_value_id: 1,
             counters: Coverage::default(),
+            file_keys: FileKeys::default(),
         }
     }
 
@@ -187,6 +225,7 @@ impl Target for EngineTarget {
             // After damage a rollback is allowed, so sequences restart from what recovery found.
             self.max_acked_sequence = self.max_acked_sequence.min(last_sequence);
         }
+        self.record_file_keys();
         self.verify_all(world, "durability")?;
         Ok(Observation::Recovered { last_sequence })
     }
@@ -204,6 +243,7 @@ impl Target for EngineTarget {
         if matches!(last, Some(Observed::Op(Observation::Value { .. } | Observation::Scan { .. }))) {
             return Ok(());
         }
+        self.record_file_keys();
         let Some(db) = &self.db else { return Ok(()) };
         db.check_invariants().map_err(|message| {
             Violation::new("structural", FailureKind::Structural, "db.check_invariants() == Ok", message)

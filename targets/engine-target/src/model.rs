@@ -96,7 +96,8 @@ impl Model {
     }
 
     /// Compare a read of `key` with the model and resolve in-flight writes. `damaged`: a data-destroying fault
-    /// fired, so any value the key ever had (or absence) is allowed; a never-written value never is. `context`
+    /// landed in a file that held this key, so any value the key ever had (or absence) is allowed; a
+    /// never-written value never is. `context`
     /// names the check (`oracle`, `durability`, `liveness`).
     pub fn observe(
         &mut self,

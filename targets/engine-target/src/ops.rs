@@ -134,7 +134,8 @@ impl EngineTarget {
         match self.live_db().get(&key_bytes(key)) {
             Ok(value) => {
                 let actual = value.as_deref().map(sig_of);
-                self.model.observe(key, actual, world.damaged(), "oracle")?;
+                let damaged = self.damage_reaches(world, key);
+                self.model.observe(key, actual, damaged, "oracle")?;
                 Ok(Observed::Op(Observation::Value { value: actual.and_then(|sig| self.model.spec(sig)) }))
             }
             Err(error) => world.tolerate("get", &system_error(&error)),
@@ -176,8 +177,8 @@ impl EngineTarget {
         keys.extend(found.keys().copied());
         keys.sort_unstable();
         keys.dedup();
-        let damaged = world.damaged();
         for key in keys {
+            let damaged = self.damage_reaches(world, key);
             self.model.observe(key, found.get(&key).copied(), damaged, "oracle")?;
         }
         Ok(Observed::Op(Observation::Scan { entries: entries.len() as u64, hash: hasher.finish() }))

@@ -231,9 +231,11 @@ impl Target for TxnTarget {
     type Op = Op;
     type Observation = Observation;
 
-    /// Only `assumed`, without the faults that destroy data (they would void the history checks).
+    /// Only `assumed`, without the faults that destroy data (they would void the history checks), with the
+    /// directory-operation faults the engine claims to survive (ADR-robust-b-b).
     fn fault_menu(profile: FaultProfile) -> Option<FaultMenu> {
-        (profile == FaultProfile::Assumed).then(|| FaultMenu::standard().without_data_loss().with_buggify())
+        (profile == FaultProfile::Assumed)
+            .then(|| FaultMenu::standard().without_data_loss().with_buggify().with_directory_faults())
     }
 
     fn new(_env: &SimEnv, config: &TxnConfig) -> Self {
@@ -561,6 +563,7 @@ mod tests {
     fn the_fault_menu_destroys_no_data_and_errors_are_classified() {
         let menu = TxnTarget::fault_menu(FaultProfile::Assumed).expect("assumed");
         assert!(menu.kinds.iter().all(|(kind, _)| !kind.destroys_data()));
+        assert!(menu.kinds.iter().any(|(kind, _)| *kind == holdfast::env::FaultKind::DirSyncError));
         assert_eq!(menu.explicit, holdfast::ExplicitFaults::Errors);
         assert!(TxnTarget::fault_menu(FaultProfile::Beyond).is_none());
         let conflict = engine::Error::Conflict { cause: engine::ConflictCause::WriteWrite { key: b"k".to_vec() } };
