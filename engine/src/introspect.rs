@@ -1,4 +1,4 @@
-//! What the engine can tell a test harness about where its data lives (ADR-robust-b-c): each live file and the
+//! What the engine can tell a test harness about where its data lives (ADR-0069): each live file and the
 //! range of user keys it may hold, so a simulator can excuse a damaged file's keys and check every other key
 //! exactly.
 

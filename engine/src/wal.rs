@@ -21,7 +21,7 @@
 //! tail is truncated. A segment that the log moved past ends with a seal record; a non-final segment without
 //! one is corrupt.
 //!
-//! **Sector alignment (ADR-robust-b-a).** A crash may garble the whole sector a torn write touches, bytes outside
+//! **Sector alignment (ADR-0067).** A crash may garble the whole sector a torn write touches, bytes outside
 //! the write included (no "powersafe overwrite"). So an append never starts inside a sector that holds bytes a
 //! sync has been issued for: it starts at the next sector boundary instead, the gap left as zeros (never
 //! written), and the record's `pad_bytes` says how long the gap is. A record with `pad_bytes > 0` starts at a

@@ -26,7 +26,7 @@ fn check_segment(data: &[u8]) {
     let scan = decode_segment(data);
     let mut previous_end = 0u64;
     for (offset, record) in &scan.records {
-        // Records tile the valid prefix, each after its declared zero padding (ADR-robust-b-a).
+        // Records tile the valid prefix, each after its declared zero padding (ADR-0067).
         let pad_bytes = record_padding(data, *offset as usize);
         assert_eq!(*offset, previous_end + u64::from(pad_bytes), "records do not tile the segment's valid prefix");
         let gap = &data[previous_end as usize..*offset as usize];

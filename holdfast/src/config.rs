@@ -78,7 +78,7 @@ pub struct FaultMenu {
     /// A seed may turn crash-garbled torn sectors on (breaks "powersafe overwrite").
     pub garbled_sectors: bool,
     /// The target claims to survive garbled torn sectors (its writes never share a sector with synced data):
-    /// a garbled sector then excuses nothing and damages nothing (ADR-robust-b), so any loss is its bug.
+    /// a garbled sector then excuses nothing and damages nothing (ADR-0067, ADR-0068, ADR-0069), so any loss is its bug.
     pub garbled_sectors_survived: bool,
     /// A seed may turn BUGGIFY on.
     pub buggify: bool,
@@ -146,7 +146,7 @@ impl FaultMenu {
         self
     }
 
-    /// The menu with directory-operation faults (ADR-robust-b): EIO from `sync_dir`, EIO or ENOSPC from a create,
+    /// The menu with directory-operation faults (ADR-0067, ADR-0068, ADR-0069): EIO from `sync_dir`, EIO or ENOSPC from a create,
     /// rename or remove. For systems that surface those as errors and lose nothing acknowledged.
     pub fn with_directory_faults(mut self) -> Self {
         for kind in DIRECTORY_FAULTS {

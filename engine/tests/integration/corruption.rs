@@ -77,7 +77,7 @@ fn closed_log(seed: u64) -> (SimEnv, PathBuf, Vec<u8>, engine::wal::WalScan) {
 fn damaged_last_record_of_a_closed_log_is_corruption() {
     let (env, path, _, scan) = closed_log(4);
     // The seal written by close() proves the last data record was synced. (The seal starts at a sector boundary
-    // after a zero gap, ADR-robust-b-a: flip a bit inside the last data record itself.)
+    // after a zero gap, ADR-0067: flip a bit inside the last data record itself.)
     let last_batch = scan.records.iter().rev().find(|(_, record)| matches!(record, engine::wal::Record::Batch(_)));
     let (offset, _) = last_batch.expect("the log holds a batch");
     env.inject(ExplicitFault::FlipBit { path: path.clone(), offset: offset + 30 });

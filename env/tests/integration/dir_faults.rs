@@ -1,4 +1,4 @@
-//! Directory-operation faults (ADR-robust-b-b): EIO from `sync_dir`, EIO or ENOSPC from a create, rename or
+//! Directory-operation faults (ADR-0068): EIO from `sync_dir`, EIO or ENOSPC from a create, rename or
 //! remove. A failed namespace operation changes nothing; a failed directory sync leaves the operations pending.
 
 use std::path::{Path, PathBuf};

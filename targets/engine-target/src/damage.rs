@@ -1,4 +1,4 @@
-//! Where damage can reach (ADR-robust-b-c): which keys each database file may have held over the run, so a
+//! Where damage can reach (ADR-0069): which keys each database file may have held over the run, so a
 //! data-destroying fault excuses only the keys of the files it landed in ([`holdfast::Damage`]) and every other
 //! key is still checked exactly.
 

@@ -9,7 +9,7 @@
 //!   reads as the model says.
 //! * **No never-written values, no resurrection**: every value read is one written under that key; a deleted key
 //!   never comes back (unless a data-destroying fault justifies a rollback).
-//! * **Damage only where it landed** (ADR-robust-b-c): a data-destroying fault lets a key read back any value it
+//! * **Damage only where it landed** (ADR-0069): a data-destroying fault lets a key read back any value it
 //!   ever had, or none, only when the fault landed in a file that held the key (tables: their manifest key
 //!   range; log segments: their memtables' ranges; remembered over the run, [`FileKeys`]). Every other key is
 //!   checked exactly, damaged run or not.
@@ -95,7 +95,7 @@ impl EngineTarget {
         &self.model
     }
 
-    /// May a data-destroying fault have destroyed or hidden `key`'s data (ADR-robust-b-c)? Only when it landed
+    /// May a data-destroying fault have destroyed or hidden `key`'s data (ADR-0069)? Only when it landed
     /// in a file that held `key`; every other key is checked exactly.
     /// Counted in a damaged run as `damage.excused_reads` or `damage.exact_reads`.
     pub(crate) fn damage_reaches(&mut self, world: &mut World, key: u32) -> bool {
@@ -162,7 +162,7 @@ impl Target for EngineTarget {
     /// `assumed`: the standard menu with BUGGIFY (the engine has BUGGIFY sites) and directory-operation faults
     /// (the engine surfaces them as errors and loses nothing acknowledged). `beyond`: that plus garbled torn
     /// sectors, which the engine claims to survive (its log never appends into a sector holding synced records,
-    /// ADR-robust-b-a).
+    /// ADR-0067).
     fn fault_menu(profile: FaultProfile) -> Option<FaultMenu> {
         let assumed = FaultMenu::standard().with_buggify().with_directory_faults();
         Some(match profile {

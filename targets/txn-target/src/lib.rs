@@ -232,7 +232,7 @@ impl Target for TxnTarget {
     type Observation = Observation;
 
     /// Only `assumed`, without the faults that destroy data (they would void the history checks), with the
-    /// directory-operation faults the engine claims to survive (ADR-robust-b-b).
+    /// directory-operation faults the engine claims to survive (ADR-0068).
     fn fault_menu(profile: FaultProfile) -> Option<FaultMenu> {
         (profile == FaultProfile::Assumed)
             .then(|| FaultMenu::standard().without_data_loss().with_buggify().with_directory_faults())
