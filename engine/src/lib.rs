@@ -26,7 +26,7 @@ pub mod wal;
 
 pub use db::{Db, FILE_NUMBER_MAX, Stats};
 pub use error::{DecodeError, Error, Result};
-pub use options::{Options, SyncMode};
+pub use options::{Options, SyncMode, TRACKED_TRANSACTIONS_MIN};
 pub use ssi::ConflictCause;
 pub use txn::{COMMIT_WAITS_MAX, CommitTicket, ReadTransaction, ScanIter, Transaction};
 /// Every probe (`env::probe!`) the engine can hit, sorted: the rare paths a simulation should reach. A swarm

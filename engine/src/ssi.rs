@@ -200,13 +200,21 @@ pub struct TrackerStats {
 }
 
 /// The conflict tracker. See the module docs.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ConflictTracker {
     txns: BTreeMap<TxnId, TxnRecord>,
     next_id: TxnId,
     /// The last sequence readers can see (validated commits above it are in flight: appended, not synced).
     visible: Sequence,
+    /// The most records held at once (`Options::tracked_transactions_max`).
+    capacity: usize,
     pub stats: TrackerStats,
+}
+
+impl Default for ConflictTracker {
+    fn default() -> Self {
+        Self::with_capacity(TRACKED_TRANSACTIONS_MAX)
+    }
 }
 
 impl ConflictTracker {
@@ -214,9 +222,15 @@ impl ConflictTracker {
         Self::default()
     }
 
+    /// A tracker that holds at most `capacity` records (at most [`TRACKED_TRANSACTIONS_MAX`]).
+    pub fn with_capacity(capacity: usize) -> Self {
+        assert!(capacity <= TRACKED_TRANSACTIONS_MAX, "tracker capacity over TRACKED_TRANSACTIONS_MAX");
+        Self { txns: BTreeMap::new(), next_id: 0, visible: 0, capacity, stats: TrackerStats::default() }
+    }
+
     /// Start a transaction reading at `snapshot`.
     pub fn begin(&mut self, snapshot: Sequence, read_only: bool) -> TxnId {
-        assert!(self.txns.len() < TRACKED_TRANSACTIONS_MAX, "conflict tracker holds too many transactions");
+        assert!(self.txns.len() < self.capacity, "conflict tracker holds too many transactions");
         let id = self.next_id;
         self.next_id += 1;
         let record = TxnRecord {

@@ -143,6 +143,7 @@ fn spin_world() -> WorldConfig {
             crash: 0,
             crash_at_io: 0,
             crash_during_recovery: 0,
+            tamper: 0,
         },
         explicit: ExplicitFaults::None,
         crash_at_io_k_max: 1,

@@ -115,6 +115,7 @@ fn run(faults: FaultConfig) -> OutcomeOf<Stuck> {
             crash: 0,
             crash_at_io: 0,
             crash_during_recovery: 0,
+            tamper: 0,
         },
         explicit: ExplicitFaults::None,
         crash_at_io_k_max: 1,

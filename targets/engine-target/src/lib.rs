@@ -31,6 +31,7 @@ pub mod config;
 pub mod fuzzing;
 mod model;
 mod ops;
+mod robust;
 
 use std::path::Path;
 
@@ -59,13 +60,17 @@ pub struct EngineTarget {
     max_acked_sequence: u64,
     next_value_id: u64,
     counters: Coverage,
+    /// Read-only transactions held across steps (`hold_reader`), oldest first.
+    readers: Vec<engine::ReadTransaction<SimEnv>>,
 }
 
 /// An engine error as the framework's fault rules see it.
 pub fn system_error(error: &engine::Error) -> SystemError {
     let class = match error {
         engine::Error::Env(inner) => format!("env_{}", inner.op()),
-        engine::Error::Corruption { .. } => "corruption".into(),
+        engine::Error::Corruption { file, .. } => {
+            return SystemError::corruption("corruption", error).naming(file);
+        }
         engine::Error::Locked { .. } => "locked".into(),
         engine::Error::Closed { .. } => "closed".into(),
         engine::Error::InvalidArgument { .. } => "invalid_argument".into(),
@@ -131,7 +136,7 @@ impl Target for EngineTarget {
 
     /// The standard menu with BUGGIFY: the engine has BUGGIFY sites.
     fn fault_menu(profile: FaultProfile) -> Option<FaultMenu> {
-        (profile == FaultProfile::Assumed).then(|| FaultMenu::standard().with_buggify())
+        (profile == FaultProfile::Assumed).then(|| FaultMenu::standard().with_buggify().with_tamper())
     }
 
     fn configure(seed: u64, _world: &WorldConfig) -> EngineConfig {
@@ -150,6 +155,7 @@ impl Target for EngineTarget {
             max_acked_sequence: 0,
             next_value_id: 1,
             counters: Coverage::default(),
+            readers: Vec::new(),
         }
     }
 
@@ -164,6 +170,7 @@ impl Target for EngineTarget {
     }
 
     fn drop_system(&mut self) {
+        self.readers.clear();
         self.count_stats();
         self.db = None;
     }
@@ -233,6 +240,24 @@ impl Target for EngineTarget {
                 path: file.path,
                 len_bytes: file.current_len,
             })
+            .collect()
+    }
+
+    /// What the engine cannot open without (ADR-robust-a): the `MANIFEST`, every table, and the log segment when
+    /// it is the only one (then the manifest names it; a newer segment than the manifest's, deleted, is a lost
+    /// tail no open can notice, as a truncated one is).
+    fn tamper_sites(&self, env: &SimEnv) -> Vec<std::path::PathBuf> {
+        let files: Vec<_> = env.files().into_iter().filter(|file| in_dir(&file.path, DB_DIR)).collect();
+        let logs: Vec<_> = files.iter().filter(|file| file_name(&file.path).starts_with("wal-")).collect();
+        let only_log = (logs.len() == 1 && logs[0].current_len > 0).then(|| logs[0].path.clone());
+        files
+            .iter()
+            .filter(|file| {
+                let name = file_name(&file.path);
+                name == "MANIFEST" || (name.starts_with("table-") && name.ends_with(".sst"))
+            })
+            .map(|file| file.path.clone())
+            .chain(only_log)
             .collect()
     }
 
