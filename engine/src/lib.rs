@@ -78,6 +78,7 @@ pub const PROBES: &[&str] = &[
     "ssi.conflict_read_write_committed_first",
     "ssi.conflict_write_write",
     "ssi.safe_snapshot_stepped_back",
+    "ssi.transaction_expired",
     "txn.group_commit_batch",
     "wal.seal_acknowledged_pending",
     "wal.torn_tail_truncated",

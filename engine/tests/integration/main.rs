@@ -8,4 +8,5 @@ mod isolation;
 mod model;
 mod persistence;
 mod probes;
+mod robust;
 mod txn_crash;
