@@ -13,6 +13,12 @@
 //!   above every earlier one; after recovery `db.last_sequence()` is at least the highest acknowledged before.
 //! * **Structural** (`structural`): `db.check_invariants()` after every step that can change structure (every
 //!   step but a successful `get` or `scan`).
+//! * **Edges of the API** (ADR-robust-a, in 20% of seeds): keys of 0 and over 64 KiB are `InvalidArgument`, of
+//!   1 and 64 KiB accepted and read back (`api.key_limits`); a transaction over the log's 64 MiB record limit is
+//!   `InvalidArgument` and the handle keeps working, one that surely fits commits (`api.record_limit`); after a
+//!   `close` with a commit pending and a transaction, a reader and a scan iterator held, no task is runnable
+//!   (`close.complete`) and every call fails with `Closed` (`close.every_call_closed`); read-only transactions
+//!   held across steps with a small `tracked_transactions_max` reach the tracker's bound.
 //! * **Liveness** (`liveness.*`): with faults healed, background work drains, flush and compaction succeed, and
 //!   every key verifies; then a final power cut loses nothing acknowledged.
 //!
@@ -24,7 +30,8 @@
 //!
 //! `crash.<place>` for `mid_append` (an armed crash cut a `write` of a `wal-*` file), `between_append_and_sync`
 //! (cut a `sync` of a `wal-*` file), `mid_flush`, `mid_compaction`, `mid_manifest`; `flushes`, `compactions`,
-//! `in_flight_writes`; and the framework's (`crashes`, `recoveries`, `reopens`, `fault.<kind>`, ...).
+//! `in_flight_writes`; `key.invalid_rejected`, `key.limit_accepted`, `txn.oversize_rejected`,
+//! `txn.near_limit_committed`, `readers.held`, `close.checked`; and the framework's (`crashes`, `recoveries`, `reopens`, `fault.<kind>`, ...).
 
 pub mod config;
 #[cfg(feature = "arbitrary")]
@@ -294,8 +301,21 @@ impl Target for EngineTarget {
         }
     }
 
-    fn required_coverage(world: &WorldConfig, _config: &EngineConfig) -> Vec<String> {
+    fn required_coverage(world: &WorldConfig, config: &EngineConfig) -> Vec<String> {
         let mut names: Vec<String> = vec!["flushes".into(), "compactions".into()];
+        // The edge-of-the-API operations (ADR-robust-a), where a seed has them.
+        let weights = &config.weights;
+        let robust = [
+            (weights.odd_key, "key.invalid_rejected"),
+            (weights.odd_key, "key.limit_accepted"),
+            (weights.big_txn, "txn.oversize_rejected"),
+            (weights.hold_reader, "readers.held"),
+            (weights.close_racing, "close.checked"),
+        ];
+        names.extend(robust.iter().filter(|(weight, _)| *weight > 0).map(|(_, name)| (*name).to_string()));
+        if weights.hold_reader > 0 && config.tracked_transactions_max.is_some() {
+            names.push(holdfast::target::probe_counter("ssi.transaction_expired"));
+        }
         if world.weights.crash_at_io > 0 {
             let places = ["mid_append", "between_append_and_sync", "mid_flush", "mid_compaction", "mid_manifest"];
             names.extend(places.iter().map(|place| format!("crash.{place}")));
