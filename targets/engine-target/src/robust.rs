@@ -164,6 +164,9 @@ impl EngineTarget {
     /// The database is dropped; the next operation reopens it.
     pub(crate) fn close_racing(&mut self, world: &mut World, key: u32, value: ValueSpec) -> Outcome {
         let db = self.live_db().clone();
+        // Tasks of an instance dropped without a close (after a tolerated error) may still be runnable: they find
+        // their database gone and end. Only tasks that appear from here on are this close's business.
+        let tasks_before: Vec<u64> = world.env().runnable_tasks().into_iter().map(|(id, _)| id).collect();
         let bytes = value_bytes(value);
         let sig = self.model.register(value, &bytes);
         let prepared = (|| {
@@ -182,7 +185,8 @@ impl EngineTarget {
         if let Err(error) = db.close() {
             return world.tolerate("close", &system_error(&error));
         }
-        let runnable = world.env().runnable_tasks();
+        let mut runnable = world.env().runnable_tasks();
+        runnable.retain(|(id, _)| !tasks_before.contains(id));
         if !runnable.is_empty() {
             return Err(api_violation("close.complete", "no background task runs after close returns", {
                 format!("{runnable:?}")
