@@ -31,7 +31,7 @@
 //! `crash.<place>` for `mid_append` (an armed crash cut a `write` of a `wal-*` file), `between_append_and_sync`
 //! (cut a `sync` of a `wal-*` file), `mid_flush`, `mid_compaction`, `mid_manifest`; `flushes`, `compactions`,
 //! `in_flight_writes`; `key.invalid_rejected`, `key.limit_accepted`, `txn.oversize_rejected`,
-//! `txn.near_limit_committed`, `readers.held`, `close.checked`; and the framework's (`crashes`, `recoveries`, `reopens`, `fault.<kind>`, ...).
+//! `txn.large_value_committed`, `readers.held`, `close.checked`; and the framework's (`crashes`, `recoveries`, `reopens`, `fault.<kind>`, ...).
 
 pub mod config;
 #[cfg(feature = "arbitrary")]
