@@ -48,7 +48,11 @@ impl EngineTarget {
                 // Mostly over the record limit (refused before anything is written: cheap); rarely one value at
                 // the value limit, committed. A commit near the record limit (48 MiB) would cost a seed hundreds
                 // of MiB of simulated disk: `engine/tests/integration/robust.rs` commits one instead.
-                let values = if rng.chance_ppm(BIG_TXN_COMMITTED_PPM) { 1 } else { rng.range_inclusive(4, u64::from(BIG_TXN_VALUES_MAX)) };
+                let values = if rng.chance_ppm(BIG_TXN_COMMITTED_PPM) {
+                    1
+                } else {
+                    rng.range_inclusive(4, u64::from(BIG_TXN_VALUES_MAX))
+                };
                 let values = u32::try_from(values).expect("fits");
                 self.next_value_id += u64::from(values);
                 let len = u32::try_from(engine::VALUE_SIZE_BYTES_MAX).expect("fits");
