@@ -10,12 +10,14 @@ use crate::error::{Error, Result};
 use crate::memtable::Memtable;
 use crate::options::Options;
 use crate::sstable::BlockCache;
-use crate::types::{KEY_SIZE_BYTES_MAX, Lookup, Sequence, VALUE_SIZE_BYTES_MAX, ValueKind};
+use crate::types::{Lookup, Sequence, ValueKind, check_write};
 use crate::version::{EntrySource, MergeIter, Version};
 use crate::wal::{Batch, BatchWrite, RecordKind, WalWriter};
 
 /// How many times a write waits for a flush before giving up on a stall (each wait finishes a flush).
 pub const STALL_WAITS_MAX: u32 = 1024;
+/// How many rounds of waiting for background tasks `close` goes through (a task may spawn another).
+pub const CLOSE_WAITS_MAX: u32 = 64;
 
 /// A commit appended to the log and not yet acknowledged.
 #[derive(Debug)]
@@ -87,10 +89,16 @@ impl<E: Env> State<E> {
         self.immutables.front().map_or(self.wal.number(), |immutable| immutable.wal_number)
     }
 
-    pub(crate) fn check_writable(&self) -> Result<()> {
+    /// Every call fails once the database is closed (reads too; a poisoned database still reads).
+    pub(crate) fn check_open(&self) -> Result<()> {
         if self.closed {
             return Err(Error::Closed { reason: "closed by Db::close".into() });
         }
+        Ok(())
+    }
+
+    pub(crate) fn check_writable(&self) -> Result<()> {
+        self.check_open()?;
         match &self.poisoned {
             // A crash cut the earlier failure: say so, so the caller knows this instance must be dropped.
             Some(error) if error.is_crash() => Err(error.clone()),
@@ -173,19 +181,6 @@ impl<E: Env> std::fmt::Debug for Db<E> {
     }
 }
 
-fn check_sizes(key: &[u8], value: &[u8]) -> Result<()> {
-    if key.len() > KEY_SIZE_BYTES_MAX {
-        return Err(Error::InvalidArgument {
-            message: format!("key of {} bytes over {KEY_SIZE_BYTES_MAX}", key.len()),
-        });
-    }
-    if value.len() > VALUE_SIZE_BYTES_MAX {
-        let message = format!("value of {} bytes over {VALUE_SIZE_BYTES_MAX}", value.len());
-        return Err(Error::InvalidArgument { message });
-    }
-    Ok(())
-}
-
 impl<E: Env> Db<E> {
     /// Open (or create) the database in `dir`, recovering whatever a crash left. See [`crate::recovery`].
     pub fn open(env: E, dir: impl AsRef<Path>, options: Options) -> Result<Self> {
@@ -194,14 +189,14 @@ impl<E: Env> Db<E> {
 
     /// Write `value` under `key`. With the default [`SyncMode::Sync`] it is durable when this returns.
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        check_sizes(key, value)?;
+        check_write(key, value)?;
         let write = BatchWrite { kind: ValueKind::Put, key: key.to_vec(), value: value.to_vec() };
         self.write_batch(vec![write]).map(|_| ())
     }
 
     /// Delete `key` (writes a tombstone).
     pub fn delete(&self, key: &[u8]) -> Result<()> {
-        check_sizes(key, &[])?;
+        check_write(key, &[])?;
         let write = BatchWrite { kind: ValueKind::Delete, key: key.to_vec(), value: Vec::new() };
         self.write_batch(vec![write]).map(|_| ())
     }
@@ -216,9 +211,7 @@ impl<E: Env> Db<E> {
     pub(crate) fn get_at(&self, key: &[u8], snapshot: Sequence) -> Result<Option<Vec<u8>>> {
         let (memtable, immutables, version) = {
             let state = self.inner.state();
-            if state.closed {
-                return Err(Error::Closed { reason: "closed by Db::close".into() });
-            }
+            state.check_open()?;
             // No allocation unless memtables wait for a flush (ADR-0065).
             let immutables: Vec<Arc<Memtable>> =
                 state.immutables.iter().rev().map(|immutable| Arc::clone(&immutable.memtable)).collect();
@@ -255,6 +248,7 @@ impl<E: Env> Db<E> {
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let (memtables, version) = {
             let state = self.inner.state();
+            state.check_open()?;
             let mut memtables = vec![Arc::clone(&state.memtable)];
             memtables.extend(state.immutables.iter().rev().map(|immutable| Arc::clone(&immutable.memtable)));
             (memtables, Arc::clone(&state.version))
@@ -297,7 +291,7 @@ impl<E: Env> Db<E> {
             state.check_writable()?;
             // A blind write reads nothing: its snapshot may include every submitted commit (no false ww aborts).
             let snapshot = state.next_sequence - 1;
-            let txn = state.tracker.begin(snapshot, false);
+            let txn = self.track(&mut state, snapshot, false)?;
             crate::txn::submit(&self.inner, &mut state, writes, txn, None, false)?
         };
         crate::txn::sync_inline(&self.inner, &ticket)?;
@@ -371,30 +365,46 @@ impl<E: Env> Db<E> {
         Err(Error::Closed { reason: format!("compaction did not finish within {STALL_WAITS_MAX} waits") })
     }
 
-    /// Wait for background work, sync the log, release the lock. Later calls fail with `Error::Closed`.
+    /// Wait until no background work is left, seal and sync the log, release the lock. Complete (ADR-robust-a): no
+    /// task of this database runs after it returns, and every later call fails with `Error::Closed`, on this
+    /// handle and on the transactions and scan iterators opened before.
     pub fn close(&self) -> Result<()> {
-        let handles = {
-            let state = self.inner.state();
-            [state.group_commit_task.clone(), state.flush_task.clone(), state.compaction_task.clone()]
-        };
-        for handle in handles.into_iter().flatten() {
-            self.inner.env.wait(&handle)?;
+        for _ in 0..CLOSE_WAITS_MAX {
+            let handles: Vec<TaskHandle> = {
+                let mut state = self.inner.state();
+                if state.closed {
+                    return Ok(());
+                }
+                let slots = [&state.group_commit_task, &state.flush_task, &state.compaction_task];
+                let handles: Vec<TaskHandle> = slots.into_iter().flatten().cloned().collect();
+                if handles.is_empty() {
+                    // No task is left, and none can start: every path that spawns one checks `closed` first.
+                    Self::seal_and_close(&mut state)?;
+                    break;
+                }
+                handles
+            };
+            // A task may spawn another (a group commit's rotation spawns a flush): the slots are read again.
+            for handle in handles {
+                self.inner.env.wait(&handle)?;
+            }
         }
-        {
-            let mut state = self.inner.state();
-            if state.closed {
-                return Ok(());
-            }
-            if state.poisoned.is_none() {
-                // Seal the segment: the seal's synced boundary covers every record, so damage to the last data
-                // record of a cleanly closed log reads as corruption, not as a torn tail (ADR-0012).
-                state.wal.append(RecordKind::Seal, &[], false)?;
-                state.wal.sync()?;
-                crate::txn::acknowledge(&mut state, true);
-            }
-            state.closed = true;
+        if !self.inner.state().closed {
+            return Err(Error::Closed { reason: format!("background work still ran after {CLOSE_WAITS_MAX} waits") });
         }
         drop(self.inner.lock.lock().expect("lock slot poisoned").take());
+        Ok(())
+    }
+
+    fn seal_and_close(state: &mut State<E>) -> Result<()> {
+        if state.poisoned.is_none() {
+            // Seal the segment: the seal's synced boundary covers every record, so damage to the last data
+            // record of a cleanly closed log reads as corruption, not as a torn tail (ADR-0012).
+            state.wal.append(RecordKind::Seal, &[], false)?;
+            state.wal.sync()?;
+            crate::txn::acknowledge(state, true);
+        }
+        state.closed = true;
         Ok(())
     }
 

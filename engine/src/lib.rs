@@ -35,7 +35,7 @@ pub mod wal;
 pub use db::{Db, FILE_NUMBER_MAX, Stats};
 pub use error::{DecodeError, Error, Result};
 pub use introspect::FileKeyRange;
-pub use options::{Options, SyncMode};
+pub use options::{Options, SyncMode, TRACKED_TRANSACTIONS_MIN};
 pub use ssi::ConflictCause;
 pub use txn::{COMMIT_WAITS_MAX, CommitTicket, ReadTransaction, ScanIter, Transaction};
 /// Every probe (`env::probe!`) the engine can hit, sorted: the rare paths a simulation should reach. A swarm
@@ -87,6 +87,7 @@ pub const PROBES: &[&str] = &[
     "ssi.conflict_read_write_committed_first",
     "ssi.conflict_write_write",
     "ssi.safe_snapshot_stepped_back",
+    "ssi.transaction_expired",
     "txn.group_commit_batch",
     "wal.seal_acknowledged_pending",
     "wal.torn_tail_truncated",

@@ -11,6 +11,9 @@ pub enum SyncMode {
     NoSync,
 }
 
+/// The smallest bound [`Options::with_tracked_transactions_max`] accepts.
+pub const TRACKED_TRANSACTIONS_MIN: usize = 16;
+
 /// Engine options. Build with `Options::default().with_...`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Options {
@@ -26,6 +29,8 @@ pub struct Options {
     pub immutable_memtables_max: usize,
     /// Target size of a compaction output table.
     pub table_size_bytes_target: u64,
+    /// The most transactions the conflict tracker holds records for, active and retained (ADR-robust-a).
+    pub tracked_transactions_max: usize,
 }
 
 impl Default for Options {
@@ -41,6 +46,7 @@ impl Default for Options {
             l0_compaction_trigger: 4,
             immutable_memtables_max: 2,
             table_size_bytes_target: 64 * 1024 * 1024,
+            tracked_transactions_max: crate::ssi::TRACKED_TRANSACTIONS_MAX,
         }
     }
 }
@@ -56,6 +62,11 @@ impl Options {
             ("level_size_ratio", self.level_size_ratio >= 2),
             ("l0_compaction_trigger", self.l0_compaction_trigger >= 1),
             ("immutable_memtables_max", self.immutable_memtables_max >= 1),
+            (
+                "tracked_transactions_max",
+                (TRACKED_TRANSACTIONS_MIN..=crate::ssi::TRACKED_TRANSACTIONS_MAX)
+                    .contains(&self.tracked_transactions_max),
+            ),
         ];
         match checks.iter().find(|(_, ok)| !ok) {
             Some((name, _)) => {
@@ -98,6 +109,14 @@ impl Options {
 
     pub fn with_block_cache_bytes(mut self, bytes: usize) -> Self {
         self.block_cache_bytes = bytes;
+        self
+    }
+
+    /// Bound the conflict tracker to `transactions` records (active transactions plus the committed ones an
+    /// active transaction still overlaps), at least [`TRACKED_TRANSACTIONS_MIN`], at most
+    /// [`crate::ssi::TRACKED_TRANSACTIONS_MAX`] (the default).
+    pub fn with_tracked_transactions_max(mut self, transactions: usize) -> Self {
+        self.tracked_transactions_max = transactions;
         self
     }
 

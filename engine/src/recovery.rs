@@ -21,7 +21,7 @@ use env::{Env, File, OpenOptions};
 use crate::db::{Db, Inner, State, parse_number, table_file_name, wal_file_name};
 use crate::error::{Error, Result};
 use crate::jobs::{install_manifest, write_table};
-use crate::manifest::{LEVELS, MANIFEST_TEMP_FILE, Manifest, read_manifest};
+use crate::manifest::{LEVELS, MANIFEST_FILE, MANIFEST_TEMP_FILE, Manifest, read_manifest};
 use crate::memtable::Memtable;
 use crate::options::Options;
 use crate::recovery_rules::{
@@ -74,13 +74,11 @@ pub(crate) fn open<E: Env>(env: E, dir: &Path, options: Options) -> Result<Db<E>
         Err(env::Error::Locked { .. }) => return Err(Error::Locked { path: lock_path }),
         Err(error) => return Err(error.into()),
     };
-    let manifest = read_manifest(&env, dir)?.unwrap_or(Manifest {
-        next_file_number: 1,
-        last_sequence: 0,
-        log_number: 0,
-        tables: Vec::new(),
-    });
+    let found = read_manifest(&env, dir)?;
     let listing = list(&env, dir)?;
+    check_complete(&env, dir, found.as_ref(), &listing)?;
+    let manifest =
+        found.unwrap_or(Manifest { next_file_number: 1, last_sequence: 0, log_number: 0, tables: Vec::new() });
     if listing.manifest_temp {
         // This open installs a manifest again over the remains of one an earlier install did not finish.
         env::probe!(env, "recovery.interrupted_manifest_install");
@@ -109,7 +107,7 @@ pub(crate) fn open<E: Env>(env: E, dir: &Path, options: Options) -> Result<Db<E>
         pending_commits: VecDeque::new(),
         group_commit_task: None,
         tracker: {
-            let mut tracker = crate::ssi::ConflictTracker::new();
+            let mut tracker = crate::ssi::ConflictTracker::with_capacity(options.tracked_transactions_max);
             tracker.set_visible(last_sequence);
             tracker
         },
@@ -134,6 +132,35 @@ pub(crate) fn open<E: Env>(env: E, dir: &Path, options: Options) -> Result<Db<E>
     install_recovered(&inner, &replay.memtable)?;
     remove_orphans(&inner, &listing)?;
     Ok(Db { inner })
+}
+
+/// Refuse a directory that lost a file recovery cannot do without (ADR-robust-a), before creating or deleting
+/// anything: with no `MANIFEST`, a table or a non-empty log segment means the manifest is missing, not that the
+/// database is new (an empty segment alone is what a crash during the very first open leaves, ADR-0033); with a
+/// manifest, the log segment it names exists until a later manifest names a newer one. Missing tables are
+/// `open_tables`' to report.
+fn check_complete<E: Env>(env: &E, dir: &Path, manifest: Option<&Manifest>, listing: &Listing) -> Result<()> {
+    let missing = |file: PathBuf, reason: String| Err(Error::Corruption { file, offset: 0, reason });
+    if let Some(manifest) = manifest {
+        if manifest.log_number > 0 && !listing.wal_numbers.contains(&manifest.log_number) {
+            let reason = "the log segment the manifest names is missing".to_string();
+            return missing(dir.join(wal_file_name(manifest.log_number)), reason);
+        }
+        return Ok(());
+    }
+    let mut data = listing.table_numbers.iter().map(|&number| dir.join(table_file_name(number))).next();
+    for &number in &listing.wal_numbers {
+        let path = dir.join(wal_file_name(number));
+        if data.is_none() && env.open(&path, OpenOptions::read())?.len()? > 0 {
+            data = Some(path);
+        }
+    }
+    match data {
+        Some(found) => {
+            missing(dir.join(MANIFEST_FILE), format!("MANIFEST is missing but {} holds data", found.display()))
+        }
+        None => Ok(()),
+    }
 }
 
 fn open_tables<E: Env>(env: &E, dir: &Path, manifest: &Manifest, cache: &Arc<BlockCache>) -> Result<Version<E::File>> {
@@ -258,8 +285,14 @@ fn read_segment<E: Env>(env: &E, path: &Path) -> Result<(crate::wal::WalScan, E:
 fn install_recovered<E: Env>(inner: &Arc<Inner<E>>, memtable: &Memtable) -> Result<()> {
     let result = install_recovered_files(inner, memtable);
     if result.is_err() {
-        let wal = inner.wal_path(inner.state().wal.number());
-        remove_quietly(inner, &wal);
+        let number = inner.state().wal.number();
+        // Kept when the installed manifest names it (an error after the manifest's rename): a manifest's log
+        // segment must exist (ADR-robust-a). When the manifest cannot be read, kept too: an empty segment is
+        // harmless, a missing one is not.
+        let named = read_manifest(&inner.env, &inner.dir).map_or(true, |m| m.is_some_and(|m| m.log_number == number));
+        if !named {
+            remove_quietly(inner, &inner.wal_path(number));
+        }
     }
     result
 }

@@ -89,6 +89,9 @@ pub enum ConflictCause {
         /// tracker, the first key this writer writes.
         key: Vec<u8>,
     },
+    /// The tracker was full (`Options::tracked_transactions_max`) and this was the oldest active transaction: it
+    /// was ended to make room (a read-only one too: it ends, it does not abort; ADR-robust-a). Retry it. No key.
+    Expired,
 }
 
 impl ConflictCause {
@@ -100,6 +103,7 @@ impl ConflictCause {
             | ConflictCause::ReadWriteCommittedFirst { key }
             | ConflictCause::DangerousStructure { key }
             | ConflictCause::ReadOnlyGuard { key } => Some(key),
+            ConflictCause::Expired => None,
         }
     }
 
@@ -111,6 +115,7 @@ impl ConflictCause {
             ConflictCause::ReadWrite { .. } | ConflictCause::ReadWriteCommittedFirst { .. } => "rw",
             ConflictCause::DangerousStructure { .. } => "dangerous",
             ConflictCause::ReadOnlyGuard { .. } => "read_only_guard",
+            ConflictCause::Expired => "expired",
         }
     }
 }
@@ -133,6 +138,9 @@ impl fmt::Display for ConflictCause {
                 "rw conflict on {}: an open read-only transaction sees a commit this writer must precede",
                 render(key)
             ),
+            ConflictCause::Expired => {
+                f.write_str("expired: the conflict tracker was full and this was its oldest active transaction")
+            }
         }
     }
 }
@@ -224,16 +232,29 @@ pub struct TrackerStats {
     pub dangerous_aborts: u64,
     pub read_only_guard_aborts: u64,
     pub doomed: u64,
+    /// Transactions ended to make room in a full tracker.
+    pub expired: u64,
 }
 
 /// The conflict tracker. See the module docs.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ConflictTracker {
     txns: BTreeMap<TxnId, TxnRecord>,
     next_id: TxnId,
     /// The last sequence readers can see (validated commits above it are in flight: appended, not synced).
     visible: Sequence,
+    /// The most records held at once (`Options::tracked_transactions_max`).
+    capacity: usize,
+    /// Transactions ended to make room, still held by their callers (id → read-only): their next call fails with
+    /// [`ConflictCause::Expired`]; forgotten at their `abort` or `finish`. At most one per live handle.
+    expired: BTreeMap<TxnId, bool>,
     pub stats: TrackerStats,
+}
+
+impl Default for ConflictTracker {
+    fn default() -> Self {
+        Self::with_capacity(TRACKED_TRANSACTIONS_MAX)
+    }
 }
 
 impl ConflictTracker {
@@ -241,9 +262,54 @@ impl ConflictTracker {
         Self::default()
     }
 
+    /// A tracker that holds at most `capacity` records (at most [`TRACKED_TRANSACTIONS_MAX`]).
+    pub fn with_capacity(capacity: usize) -> Self {
+        assert!(capacity <= TRACKED_TRANSACTIONS_MAX, "tracker capacity over TRACKED_TRANSACTIONS_MAX");
+        Self {
+            txns: BTreeMap::new(),
+            next_id: 0,
+            visible: 0,
+            capacity,
+            expired: BTreeMap::new(),
+            stats: TrackerStats::default(),
+        }
+    }
+
+    /// [`ConflictTracker::begin`], first making room in a full tracker (ADR-robust-a): the active transaction with
+    /// the oldest snapshot is ended — a writer aborted, a read-only one finished at the visible sequence (a reader
+    /// that stops reading is one that ended then) — and the records nobody needs any more are pruned, until there
+    /// is room. Fails with [`ConflictCause::Expired`] when every record left is a commit in flight.
+    pub fn try_begin(&mut self, snapshot: Sequence, read_only: bool) -> Result<TxnId, Conflict> {
+        while self.txns.len() >= self.capacity {
+            let oldest = self.txns.iter().filter(|(_, r)| r.is_active()).min_by_key(|(id, r)| (r.snapshot, **id));
+            let Some((&victim, record)) = oldest else {
+                return Err(Conflict { cause: ConflictCause::Expired });
+            };
+            let victim_read_only = record.read_only;
+            if victim_read_only {
+                let visible = self.visible;
+                let record = self.txns.get_mut(&victim).expect("victim");
+                record.status = Status::Finished(visible.max(record.snapshot));
+                self.prune();
+            } else {
+                self.abort(victim);
+            }
+            self.expired.insert(victim, victim_read_only);
+            self.stats.expired += 1;
+        }
+        Ok(self.begin(snapshot, read_only))
+    }
+
+    fn check_expired(&self, txn: TxnId) -> Result<(), Conflict> {
+        match self.expired.contains_key(&txn) {
+            true => Err(Conflict { cause: ConflictCause::Expired }),
+            false => Ok(()),
+        }
+    }
+
     /// Start a transaction reading at `snapshot`.
     pub fn begin(&mut self, snapshot: Sequence, read_only: bool) -> TxnId {
-        assert!(self.txns.len() < TRACKED_TRANSACTIONS_MAX, "conflict tracker holds too many transactions");
+        assert!(self.txns.len() < self.capacity, "conflict tracker holds too many transactions");
         let id = self.next_id;
         self.next_id += 1;
         let record = TxnRecord {
@@ -320,6 +386,7 @@ impl ConflictTracker {
     }
 
     fn check_doomed(&self, txn: TxnId) -> Result<(), Conflict> {
+        self.check_expired(txn)?;
         match &self.record(txn).doomed {
             Some(cause) => Err(Conflict { cause: cause.clone() }),
             None => Ok(()),
@@ -452,6 +519,9 @@ impl ConflictTracker {
     /// Validate `txn`'s commit of `writes` at `commit_sequence`. On success the transaction is committed (as far
     /// as conflicts go: later transactions see it as committed at that sequence). On failure it is aborted.
     pub fn commit(&mut self, txn: TxnId, writes: &[Vec<u8>], commit_sequence: Sequence) -> Result<(), Conflict> {
+        if self.expired.remove(&txn).is_some() {
+            return Err(Conflict { cause: ConflictCause::Expired });
+        }
         let result = self.validate(txn, writes, commit_sequence);
         match &result {
             Ok(()) => {
@@ -541,6 +611,9 @@ impl ConflictTracker {
 
     /// `txn` aborted (or rolled back): it is forgotten.
     pub fn abort(&mut self, txn: TxnId) {
+        if self.expired.remove(&txn).is_some() {
+            return;
+        }
         let record = self.txns.remove(&txn).expect("abort of an unknown transaction");
         assert!(record.commit().is_none(), "abort of a committed transaction");
         for other in record.in_edges.iter().chain(record.out_edges.iter()) {
@@ -556,6 +629,10 @@ impl ConflictTracker {
     /// is read-only for the rules from now on (it can only be the `Tin` of a structure, ADR-0024), and it ends at
     /// `visible`: a transaction whose snapshot is at or after that cannot form a dangerous structure through it.
     pub fn finish(&mut self, txn: TxnId, visible: Sequence) -> Result<(), Conflict> {
+        if let Some(read_only) = self.expired.remove(&txn) {
+            // A reader that was expired ended then; a writer that was expired was aborted.
+            return if read_only { Ok(()) } else { Err(Conflict { cause: ConflictCause::Expired }) };
+        }
         let doomed = self.check_doomed(txn);
         if doomed.is_err() {
             self.abort(txn);
@@ -766,5 +843,39 @@ mod tests {
         assert_eq!(found, ConflictCause::ReadOnlyGuard { key: b"y".to_vec() });
         assert_eq!(tracker.stats.read_only_guard_aborts, 1);
         tracker.finish(reader, 1).unwrap();
+    }
+
+    #[test]
+    fn a_full_tracker_expires_the_oldest_active_transaction_and_its_next_call_says_so() {
+        let mut tracker = ConflictTracker::with_capacity(3);
+        let reader = tracker.try_begin(0, true).unwrap();
+        tracker.on_read(reader, b"x").unwrap();
+        let writer = tracker.try_begin(0, false).unwrap();
+        for sequence in 1..=10 {
+            let blind = tracker.try_begin(sequence - 1, false).unwrap();
+            tracker.commit(blind, &keys(&["y"]), sequence).unwrap();
+            tracker.set_visible(sequence);
+            assert!(tracker.tracked() <= 3, "{} records at sequence {sequence}", tracker.tracked());
+        }
+        assert_eq!(tracker.stats.expired, 2, "the reader, then the writer");
+        assert_eq!(cause(tracker.on_read(reader, b"y")), ConflictCause::Expired);
+        assert_eq!(tracker.finish(reader, 10), Ok(()), "an expired reader still ends cleanly");
+        assert_eq!(cause(tracker.commit(writer, &keys(&["z"]), 11)), ConflictCause::Expired);
+        assert_eq!(tracker.expired.len(), 0, "both forgotten once their handles ended");
+        assert_eq!(ConflictCause::Expired.key(), None);
+        assert_eq!(ConflictCause::Expired.name(), "expired");
+    }
+
+    #[test]
+    fn a_tracker_full_of_commits_in_flight_refuses_a_new_transaction() {
+        let mut tracker = ConflictTracker::with_capacity(2);
+        for sequence in 1..=2 {
+            let txn = tracker.try_begin(0, false).unwrap();
+            tracker.commit(txn, &keys(&[&format!("k{sequence}")]), sequence).unwrap();
+        }
+        // Neither commit is visible yet: nothing can be pruned or expired.
+        assert_eq!(tracker.try_begin(0, false), Err(Conflict { cause: ConflictCause::Expired }));
+        tracker.set_visible(2);
+        assert!(tracker.try_begin(2, false).is_ok(), "room once they are visible");
     }
 }

@@ -26,8 +26,8 @@ use crate::db::{Db, Inner, PendingCommit, State};
 use crate::error::{Error, Result};
 use crate::options::SyncMode;
 use crate::ssi::{Conflict, ConflictCause, KeyRange, TxnId};
-use crate::types::{KEY_SIZE_BYTES_MAX, Sequence, VALUE_SIZE_BYTES_MAX, ValueKind};
-use crate::wal::{Batch, BatchWrite, RecordKind};
+use crate::types::{Sequence, ValueKind, check_write};
+use crate::wal::{Batch, BatchWrite, RecordKind, batch_write_bytes};
 
 /// How many group-commit rounds a committer waits through before giving up.
 pub const COMMIT_WAITS_MAX: u32 = 1 << 16;
@@ -49,6 +49,7 @@ fn conflict<E: Env>(env: &E, conflict: Conflict) -> Error {
         ConflictCause::ReadWriteCommittedFirst { .. } => env::probe!(env, "ssi.conflict_read_write_committed_first"),
         ConflictCause::DangerousStructure { .. } => env::probe!(env, "ssi.conflict_dangerous_structure"),
         ConflictCause::ReadOnlyGuard { .. } => env::probe!(env, "ssi.conflict_read_only_guard"),
+        _ => {}
     }
     Error::Conflict { cause: conflict.cause }
 }
@@ -69,17 +70,36 @@ pub(crate) fn key_range<'a>(range: &impl RangeBounds<&'a [u8]>) -> KeyRange {
 }
 
 /// The rows a scan returns: `Result<(key, value)>` in key order. It borrows its transaction (ADR-0064): the
-/// transaction cannot commit, roll back, write or be dropped while the iterator lives.
-#[derive(Debug)]
+/// transaction cannot commit, roll back, write or be dropped while the iterator lives. Once the database is closed,
+/// the next row is `Err(Error::Closed)` (and the iterator ends): a closed database serves nothing (ADR-robust-a).
 pub struct ScanIter<'txn> {
     rows: std::vec::IntoIter<(Vec<u8>, Vec<u8>)>,
+    closed: Box<dyn Fn() -> bool + Send + Sync>,
     transaction: PhantomData<&'txn mut ()>,
+}
+
+impl ScanIter<'_> {
+    fn new<E: Env>(db: &Db<E>, rows: Vec<(Vec<u8>, Vec<u8>)>) -> Self {
+        let weak = Arc::downgrade(&db.inner);
+        let closed = move || weak.upgrade().is_none_or(|inner| inner.state().closed);
+        Self { rows: rows.into_iter(), closed: Box::new(closed), transaction: PhantomData }
+    }
+}
+
+impl std::fmt::Debug for ScanIter<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScanIter").field("rows_left", &self.rows.len()).finish_non_exhaustive()
+    }
 }
 
 impl Iterator for ScanIter<'_> {
     type Item = Result<(Vec<u8>, Vec<u8>)>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        if self.rows.len() > 0 && (self.closed)() {
+            self.rows = Vec::new().into_iter();
+            return Some(Err(Error::Closed { reason: "closed by Db::close".into() }));
+        }
         self.rows.next().map(Ok)
     }
 }
@@ -94,6 +114,8 @@ pub struct Transaction<E: Env> {
     id: TxnId,
     snapshot: Sequence,
     writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    /// The encoded size of `writes` as one batch record's payload: kept within the log's record limit.
+    payload_bytes: usize,
     ended: bool,
     not_sync: NotSync,
 }
@@ -114,24 +136,41 @@ impl<E: Env> Db<E> {
         let mut state = self.inner.state();
         state.check_writable()?;
         let snapshot = state.last_sequence;
-        let id = state.tracker.begin(snapshot, false);
+        let id = self.track(&mut state, snapshot, false)?;
         *state.snapshots.entry(snapshot).or_insert(0) += 1;
-        Ok(Transaction { db: self.clone(), id, snapshot, writes: BTreeMap::new(), ended: false, not_sync: PhantomData })
+        let payload_bytes = crate::wal::BATCH_HEADER_BYTES;
+        Ok(Transaction {
+            db: self.clone(),
+            id,
+            snapshot,
+            writes: BTreeMap::new(),
+            payload_bytes,
+            ended: false,
+            not_sync: PhantomData,
+        })
+    }
+
+    /// Start tracking a transaction, expiring the oldest ones when the tracker is full (ADR-robust-a).
+    pub(crate) fn track(&self, state: &mut State<E>, snapshot: Sequence, read_only: bool) -> Result<TxnId> {
+        let expired_before = state.tracker.stats.expired;
+        let tracked = state.tracker.try_begin(snapshot, read_only);
+        if state.tracker.stats.expired > expired_before {
+            env::probe!(self.inner.env, "ssi.transaction_expired");
+        }
+        tracked.map_err(|error| conflict(&self.inner.env, error))
     }
 
     /// Begin a read-only transaction.
     pub fn begin_read(&self) -> Result<ReadTransaction<E>> {
         let mut state = self.inner.state();
-        if state.closed {
-            return Err(Error::Closed { reason: "closed by Db::close".into() });
-        }
+        state.check_open()?;
         // The newest snapshot no in-flight pivot straddles: never waits, never aborts (ADR-0025).
         let snapshot = state.tracker.safe_snapshot(state.last_sequence);
         if snapshot < state.last_sequence {
             // An in-flight pivot straddles the latest snapshot: the reader reads below it instead of waiting.
             env::probe!(self.inner.env, "ssi.safe_snapshot_stepped_back");
         }
-        let id = state.tracker.begin(snapshot, true);
+        let id = self.track(&mut state, snapshot, true)?;
         *state.snapshots.entry(snapshot).or_insert(0) += 1;
         Ok(ReadTransaction { db: self.clone(), id, snapshot, not_sync: PhantomData })
     }
@@ -173,9 +212,11 @@ fn release_snapshot<E: Env>(state: &mut State<E>, snapshot: Sequence) {
     }
 }
 
-fn check_sizes(key: &[u8], value: &[u8]) -> Result<()> {
-    if key.len() > KEY_SIZE_BYTES_MAX || value.len() > VALUE_SIZE_BYTES_MAX {
-        let message = format!("key of {} or value of {} bytes over the limit", key.len(), value.len());
+/// A batch of `writes` over the log's record limit is `InvalidArgument` (ADR-robust-a).
+fn check_payload(payload_bytes: usize) -> Result<()> {
+    if payload_bytes > crate::wal::RECORD_PAYLOAD_BYTES_MAX {
+        let limit = crate::wal::RECORD_PAYLOAD_BYTES_MAX;
+        let message = format!("a transaction's writes take {payload_bytes} bytes in the log, over its {limit}");
         return Err(Error::InvalidArgument { message });
     }
     Ok(())
@@ -239,19 +280,28 @@ impl<E: Env> Transaction<E> {
         }
         let tracked = self.db.inner.state().tracker.on_scan(self.id, bounds);
         tracked.map_err(|error| self.fail(error))?;
-        Ok(ScanIter { rows: rows.into_iter(), transaction: PhantomData })
+        Ok(ScanIter::new(&self.db, rows))
     }
 
     fn buffer(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
         self.check_open()?;
-        check_sizes(key, value.unwrap_or(&[]))?;
+        check_write(key, value.unwrap_or(&[]))?;
         if self.writes.len() >= TRANSACTION_WRITES_MAX && !self.writes.contains_key(key) {
             let message = format!("a transaction may write at most {TRANSACTION_WRITES_MAX} keys");
             return Err(Error::InvalidArgument { message });
         }
-        let doomed = self.db.inner.state().tracker.check_doomed_public(self.id);
+        let replaced =
+            self.writes.get(key).map_or(0, |old| batch_write_bytes(key.len(), old.as_ref().map_or(0, Vec::len)));
+        let payload_bytes = self.payload_bytes - replaced + batch_write_bytes(key.len(), value.map_or(0, <[u8]>::len));
+        check_payload(payload_bytes)?;
+        let doomed = {
+            let state = self.db.inner.state();
+            state.check_open()?;
+            state.tracker.check_doomed_public(self.id)
+        };
         doomed.map_err(|error| self.fail(error))?;
         self.writes.insert(key.to_vec(), value.map(<[u8]>::to_vec));
+        self.payload_bytes = payload_bytes;
         Ok(())
     }
 
@@ -278,6 +328,11 @@ impl<E: Env> Transaction<E> {
             })
             .collect();
         let mut state = self.db.inner.state();
+        if let Err(error) = state.check_open() {
+            release_snapshot(&mut state, self.snapshot);
+            state.tracker.abort(self.id);
+            return Err(error);
+        }
         if writes.is_empty() {
             release_snapshot(&mut state, self.snapshot);
             let visible = state.last_sequence;
@@ -324,8 +379,16 @@ impl<E: Env> ReadTransaction<E> {
     pub fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let value = self.db.get_at(key, self.snapshot)?;
         let tracked = self.db.inner.state().tracker.on_read(self.id, key);
-        assert!(tracked.is_ok(), "a read-only transaction was chosen to abort");
+        self.expired_only(tracked)?;
         Ok(value)
+    }
+
+    /// A read-only transaction never aborts for a conflict; it can only be expired (ADR-robust-a).
+    fn expired_only(&self, tracked: Result<(), Conflict>) -> Result<()> {
+        tracked.map_err(|error| {
+            assert!(error.cause == ConflictCause::Expired, "a read-only transaction was chosen to abort");
+            conflict(&self.db.inner.env, error)
+        })
     }
 
     /// Every (key, value) in `range` at the snapshot. Never a conflict.
@@ -333,8 +396,8 @@ impl<E: Env> ReadTransaction<E> {
         let bounds = key_range(&range);
         let rows = self.db.scan_at(&bounds.start, bounds.end.as_deref(), self.snapshot, usize::MAX)?;
         let tracked = self.db.inner.state().tracker.on_scan(self.id, bounds);
-        assert!(tracked.is_ok(), "a read-only transaction was chosen to abort");
-        Ok(ScanIter { rows: rows.into_iter(), transaction: PhantomData })
+        self.expired_only(tracked)?;
+        Ok(ScanIter::new(&self.db, rows))
     }
 }
 
@@ -357,7 +420,9 @@ pub(crate) fn submit<E: Env>(
     snapshot: Option<Sequence>,
     spawn_group_commit: bool,
 ) -> Result<CommitTicket> {
-    if let Err(error) = state.check_writable() {
+    let payload_bytes = crate::wal::BATCH_HEADER_BYTES
+        + writes.iter().map(|write| batch_write_bytes(write.key.len(), write.value.len())).sum::<usize>();
+    if let Err(error) = state.check_writable().and_then(|()| check_payload(payload_bytes)) {
         state.tracker.abort(txn);
         return Err(error);
     }

@@ -13,6 +13,21 @@ pub const KEY_SIZE_BYTES_MAX: usize = 64 * 1024;
 /// Values longer than this are rejected with `InvalidArgument`.
 pub const VALUE_SIZE_BYTES_MAX: usize = 16 * 1024 * 1024;
 
+/// The one check of a write's key and value (every write path): a key is 1 to [`KEY_SIZE_BYTES_MAX`] bytes (empty
+/// keys are invalid, ADR-robust-a), a value at most [`VALUE_SIZE_BYTES_MAX`]; else `InvalidArgument`.
+pub(crate) fn check_write(key: &[u8], value: &[u8]) -> crate::Result<()> {
+    let message = if key.is_empty() {
+        "an empty key is invalid".to_string()
+    } else if key.len() > KEY_SIZE_BYTES_MAX {
+        format!("key of {} bytes over {KEY_SIZE_BYTES_MAX}", key.len())
+    } else if value.len() > VALUE_SIZE_BYTES_MAX {
+        format!("value of {} bytes over {VALUE_SIZE_BYTES_MAX}", value.len())
+    } else {
+        return Ok(());
+    };
+    Err(crate::Error::InvalidArgument { message })
+}
+
 /// What a version of a key is. The tag bytes are distinct from each other and from every WAL record kind
 /// (ADR-0011), so a byte in the wrong place cannot be read as the right kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -112,12 +112,20 @@ pub struct WalScan {
     pub end: WalEnd,
 }
 
+/// A batch payload's bytes before its writes: the first sequence and the write count.
+pub const BATCH_HEADER_BYTES: usize = 12;
+
+/// A write's bytes in a batch payload: kind, key length, key, value length, value.
+pub fn batch_write_bytes(key_len: usize, value_len: usize) -> usize {
+    9 + key_len + value_len
+}
+
 /// Encode a batch payload.
 pub fn encode_batch(batch: &Batch) -> Vec<u8> {
     assert!(!batch.writes.is_empty(), "empty batch");
     assert!(batch.writes.len() <= BATCH_WRITES_MAX as usize, "batch too large");
-    let size: usize = batch.writes.iter().map(|w| 9 + w.key.len() + w.value.len()).sum();
-    let mut out = Vec::with_capacity(12 + size);
+    let size: usize = batch.writes.iter().map(|w| batch_write_bytes(w.key.len(), w.value.len())).sum();
+    let mut out = Vec::with_capacity(BATCH_HEADER_BYTES + size);
     out.extend_from_slice(&batch.first_sequence.to_le_bytes());
     out.extend_from_slice(&(batch.writes.len() as u32).to_le_bytes());
     for write in &batch.writes {

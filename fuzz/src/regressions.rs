@@ -129,6 +129,12 @@ fn recovery_manifest_last_sequence_past_max_then_put() {
     }
 }
 
+/// A manifest naming no tables and log number 0 (replay every segment): without one, a directory holding log data
+/// is refused before replay (ADR-robust-a), and these regressions must still reach the replay.
+fn manifest() -> Vec<u8> {
+    forged_manifest(2, 0)
+}
+
 fn batch_record(first_sequence: u64, key: &[u8], value: &[u8], synced_offset: u64) -> Vec<u8> {
     use engine::wal::{Batch, BatchWrite, RecordKind, encode_batch, encode_record};
     let write = BatchWrite { kind: engine::ValueKind::Put, key: key.to_vec(), value: value.to_vec() };
@@ -155,7 +161,7 @@ fn batch_record(first_sequence: u64, key: &[u8], value: &[u8], synced_offset: u6
 #[test]
 fn recovery_wal_sequence_above_sequence_max() {
     let segment = batch_record(engine::SEQUENCE_MAX + 1, b"k", b"v", 0);
-    let env = directory(&[("wal-000001.log", &segment)]);
+    let env = directory(&[("MANIFEST", &manifest()), ("wal-000001.log", &segment)]);
     let _ = Db::open(env, crate::image::DIR, Options::default());
 }
 
@@ -168,7 +174,7 @@ fn recovery_wal_duplicate_sequence() {
     let first = batch_record(1, b"k", b"v", 0);
     let mut segment = first.clone();
     segment.extend_from_slice(&batch_record(1, b"k", b"v", first.len() as u64));
-    let env = directory(&[("wal-000001.log", &segment)]);
+    let env = directory(&[("MANIFEST", &manifest()), ("wal-000001.log", &segment)]);
     let _ = Db::open(env, crate::image::DIR, Options::default());
 }
 
@@ -178,7 +184,7 @@ fn recovery_wal_duplicate_sequence_across_segments() {
     let first = batch_record(1, b"k", b"v", 0);
     let mut sealed = first.clone();
     sealed.extend_from_slice(&engine::wal::encode_record(engine::wal::RecordKind::Seal, &[], first.len() as u64));
-    let env = directory(&[("wal-000001.log", &sealed), ("wal-000002.log", &first)]);
+    let env = directory(&[("MANIFEST", &manifest()), ("wal-000001.log", &sealed), ("wal-000002.log", &first)]);
     let _ = Db::open(env, crate::image::DIR, Options::default());
 }
 
@@ -191,7 +197,7 @@ fn recovery_wal_duplicate_sequence_across_segments() {
 fn recovery_two_names_for_one_log_number() {
     let mut segment = batch_record(1, b"k", b"v", 0);
     segment.extend_from_slice(&engine::wal::encode_record(engine::wal::RecordKind::Seal, &[], segment.len() as u64));
-    let env = directory(&[("wal-000002.log", &segment), ("wal-2.log", b"")]);
+    let env = directory(&[("MANIFEST", &manifest()), ("wal-000002.log", &segment), ("wal-2.log", b"")]);
     let _ = Db::open(env, crate::image::DIR, Options::default());
 }
 

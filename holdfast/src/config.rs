@@ -12,6 +12,8 @@ use serde::{Deserialize, Serialize};
 pub const CRASH_AT_IO_K_MAX: u64 = 64;
 /// The largest `k` of a `crash_during_recovery` step.
 pub const RECOVERY_CRASH_K_MAX: u64 = 40;
+/// The share of seeds, under a menu [`FaultMenu::with_tamper`], that get hostile-operator `tamper` steps.
+pub const TAMPER_ON_PPM: u32 = 300_000;
 
 /// Which faults a run may see, by name. What each profile allows is the target's choice ([`FaultMenu`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -89,6 +91,8 @@ pub struct FaultMenu {
     pub tasks: bool,
     /// Crash-during-recovery steps are generated.
     pub recovery_crashes: bool,
+    /// Hostile-operator `tamper` steps are generated (the target offers [`crate::Target::tamper_sites`]).
+    pub tamper: bool,
 }
 
 /// Probabilistic fault kinds of the standard menu, with the largest ppm each may get.
@@ -124,6 +128,7 @@ impl FaultMenu {
             keying: FaultKeying::OperationIndex,
             tasks: true,
             recovery_crashes: true,
+            tamper: false,
         }
     }
 
@@ -164,6 +169,13 @@ impl FaultMenu {
         self
     }
 
+    /// The menu with the hostile operator: a seed in [`TAMPER_ON_PPM`] gets `tamper` steps (for a target whose
+    /// [`crate::Target::tamper_sites`] names the files it must not open without).
+    pub fn with_tamper(mut self) -> Self {
+        self.tamper = true;
+        self
+    }
+
     /// The menu without the kinds that destroy data at rest or in flight (latent sectors, misdirected writes,
     /// bit flips): for targets whose checks cannot weaken for them.
     pub fn without_data_loss(mut self) -> Self {
@@ -187,12 +199,29 @@ pub struct WorldWeights {
     pub crash: u64,
     pub crash_at_io: u64,
     pub crash_during_recovery: u64,
+    /// The hostile operator: while the system is closed, a file it needs is deleted or renamed (ADR-robust-a).
+    /// Absent from a schedule (and from its digest) when zero.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tamper: u64,
+}
+
+fn is_zero(weight: &u64) -> bool {
+    *weight == 0
 }
 
 impl WorldWeights {
     /// The weights in a fixed order, for [`DeterministicRng::weighted`].
-    pub fn as_array(&self) -> [u64; 7] {
-        [self.op, self.run_task, self.reopen, self.fault, self.crash, self.crash_at_io, self.crash_during_recovery]
+    pub fn as_array(&self) -> [u64; 8] {
+        [
+            self.op,
+            self.run_task,
+            self.reopen,
+            self.fault,
+            self.crash,
+            self.crash_at_io,
+            self.crash_during_recovery,
+            self.tamper,
+        ]
     }
 
     /// Any kind of crash step is on.
@@ -222,7 +251,10 @@ impl WorldConfig {
     /// The world of `seed` under `profile`'s `menu`: a pure function of the seed's `"world"` stream.
     pub fn from_seed(seed: u64, profile: FaultProfile, menu: &FaultMenu) -> Self {
         let mut rng = DeterministicRng::stream(seed, "world");
-        let weights = draw_weights(&mut rng, menu);
+        let mut weights = draw_weights(&mut rng, menu);
+        // From its own stream, so a menu with tamper steps draws every other knob as before.
+        weights.tamper =
+            u64::from(menu.tamper && DeterministicRng::stream(seed, "world.tamper").chance_ppm(TAMPER_ON_PPM));
         let buggify = menu.buggify && rng.chance_ppm(500_000);
         // Kinds added to menus later draw from their own stream, so adding them reshuffles no existing world.
         let mut later = DeterministicRng::stream(seed, "world.directory");
@@ -288,6 +320,7 @@ fn draw_weights(rng: &mut DeterministicRng, menu: &FaultMenu) -> WorldWeights {
         crash: on(3, 300_000),
         crash_at_io: on(5, 300_000),
         crash_during_recovery: on(2, 500_000),
+        tamper: 0,
     };
     WorldWeights {
         run_task: if menu.tasks { weights.run_task } else { 0 },
@@ -358,7 +391,7 @@ impl fmt::Display for WorldConfig {
         writeln!(
             f,
             "world: profile={} op={} task={} reopen={} fault={}({:?}) crash={} crash_at_io={}(k<={}) \
-             crash_in_recovery={}(k<={})",
+             crash_in_recovery={}(k<={}) tamper={}",
             self.profile,
             w.op,
             w.run_task,
@@ -369,7 +402,8 @@ impl fmt::Display for WorldConfig {
             w.crash_at_io,
             self.crash_at_io_k_max,
             w.crash_during_recovery,
-            self.recovery_crash_k_max
+            self.recovery_crash_k_max,
+            w.tamper
         )?;
         let kinds: Vec<String> = self
             .enabled_fault_kinds()

@@ -53,7 +53,7 @@ pub use runner::{
     Failure, Outcome, OutcomeOf, RunOptions, check_determinism, run_configured, run_schedule, run_target,
 };
 pub use schedule::{FORMAT_VERSION, Schedule, ScheduleOf, parse_schedule};
-pub use step::{Observed, Step, WorldStep};
+pub use step::{Observed, Step, Tamper, TamperAction, WorldStep};
 pub use swarm::{SwarmOptions, SwarmSummary, run_swarm};
 pub use target::{Coverage, FailureKind, FaultSite, Rendering, SeedParallelism, SystemError, Target, Violation};
 pub use world::{Damage, World};

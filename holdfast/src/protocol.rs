@@ -5,6 +5,8 @@
 //! **Invariant:** after every step the world is running (never left halted), and the system is open unless the
 //! run gave up on it or a justified error keeps it closed (then operations observe `unavailable`).
 
+mod tamper;
+
 use std::path::Path;
 
 use env::{DeterministicRng, ExplicitFault, Op, SimEnv, TaskStep};
@@ -67,6 +69,7 @@ impl<T: Target> Session<T> {
             3 => self.generate_fault(rng),
             4 => Some(WorldStep::Crash),
             5 => Some(WorldStep::CrashAtIo { k: rng.range_inclusive(1, world.crash_at_io_k_max.max(1)) }),
+            7 => self.generate_tamper(rng),
             _ => Some(WorldStep::CrashDuringRecovery { k: rng.range_inclusive(1, world.recovery_crash_k_max.max(1)) }),
         };
         match step {
@@ -203,6 +206,7 @@ impl<T: Target> Session<T> {
             },
             WorldStep::Reopen => self.reopen(),
             WorldStep::RunTask { name } => Ok(self.run_task(name)),
+            WorldStep::Tamper(tamper) => self.apply_tamper(tamper),
         }
     }
 

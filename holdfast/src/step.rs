@@ -10,8 +10,8 @@ use serde::de::{DeserializeOwned, Error as _};
 use serde::{Deserialize, Deserializer, Serialize};
 
 /// The `op` names of world steps.
-pub const WORLD_OPS: [&str; 7] =
-    ["crash", "crash_at_io", "crash_during_recovery", "fault", "fault_on", "reopen", "run_task"];
+pub const WORLD_OPS: [&str; 8] =
+    ["crash", "crash_at_io", "crash_during_recovery", "fault", "fault_on", "reopen", "run_task", "tamper"];
 
 /// A step the framework owns: the same for every target.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -32,6 +32,28 @@ pub enum WorldStep {
     Reopen,
     /// Step the first runnable background task named `name`; skipped if there is none.
     RunTask { name: String },
+    /// The hostile operator: close the system, delete or rename a file it needs (chosen by family and age among
+    /// [`crate::Target::tamper_sites`]), and open it: it must refuse with corruption naming that file, delete
+    /// nothing, and open with everything once the file is put back (ADR-robust-a).
+    Tamper(Tamper),
+}
+
+/// What a [`WorldStep::Tamper`] does to the file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TamperAction {
+    /// The file is removed (its bytes are kept by the framework to put it back).
+    Delete,
+    /// The file is renamed to `<name>.moved` in the same directory.
+    Rename,
+}
+
+/// A tamper aimed at a file by family and age, as [`FaultOn`] aims a fault.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tamper {
+    pub action: TamperAction,
+    pub family: String,
+    pub newest: u32,
 }
 
 /// Which explicit fault a [`WorldStep::FaultOn`] injects.

@@ -158,6 +158,9 @@ pub fn required_coverage<T: Target>(world: &WorldConfig, config: &T::Config) -> 
     if world.buggify {
         names.extend(["buggify.sites_hit", "buggify.fires"].map(String::from));
     }
+    if world.weights.tamper > 0 {
+        names.extend(["tamper", "tamper.refused"].map(String::from));
+    }
     names.extend(T::required_coverage(world, config));
     names
 }

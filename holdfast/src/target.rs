@@ -105,17 +105,26 @@ pub struct SystemError {
     pub corruption: bool,
     /// The error's full text, for reports.
     pub message: String,
+    /// The file the error names, if it names one (a corruption error names the damaged or missing file): a
+    /// hostile-operator tamper excuses a refusal that names the tampered file (ADR-robust-a).
+    pub file: Option<std::path::PathBuf>,
 }
 
 impl SystemError {
     /// An error that does not claim corruption.
     pub fn new(class: impl Into<String>, message: impl fmt::Display) -> Self {
-        Self { class: class.into(), corruption: false, message: message.to_string() }
+        Self { class: class.into(), corruption: false, message: message.to_string(), file: None }
     }
 
     /// An error that reports corrupt bytes.
     pub fn corruption(class: impl Into<String>, message: impl fmt::Display) -> Self {
-        Self { class: class.into(), corruption: true, message: message.to_string() }
+        Self { class: class.into(), corruption: true, message: message.to_string(), file: None }
+    }
+
+    /// The error names `file`.
+    pub fn naming(mut self, file: impl Into<std::path::PathBuf>) -> Self {
+        self.file = Some(file.into());
+        self
     }
 }
 
@@ -279,6 +288,13 @@ pub trait Target: Sized {
 
     /// Files an explicit fault step may hit (none: no explicit faults for this target).
     fn fault_sites(&self, _env: &SimEnv) -> Vec<FaultSite> {
+        Vec::new()
+    }
+
+    /// Files the system cannot open without, with the system closed: a hostile-operator `tamper` step deletes or
+    /// renames one and the open must refuse with a corruption error naming it ([`SystemError::file`]). Called
+    /// after [`Target::close`]. None (the default): no tamper steps for this target (ADR-robust-a).
+    fn tamper_sites(&self, _env: &SimEnv) -> Vec<std::path::PathBuf> {
         Vec::new()
     }
 

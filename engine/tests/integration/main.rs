@@ -9,4 +9,5 @@ mod isolation;
 mod model;
 mod persistence;
 mod probes;
+mod robust;
 mod txn_crash;

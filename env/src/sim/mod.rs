@@ -16,6 +16,7 @@ mod env_impl;
 mod faults;
 mod file;
 mod names;
+mod operator;
 mod scheduler;
 mod world;
 

@@ -23,6 +23,7 @@ pub fn operations_only_world(faults: FaultConfig) -> WorldConfig {
             crash: 0,
             crash_at_io: 0,
             crash_during_recovery: 0,
+            tamper: 0,
         },
         explicit: ExplicitFaults::None,
         crash_at_io_k_max: 1,

@@ -210,6 +210,7 @@ fn toy_world() -> WorldConfig {
             crash: 1,
             crash_at_io: 3,
             crash_during_recovery: 1,
+            tamper: 0,
         },
         explicit: ExplicitFaults::None,
         crash_at_io_k_max: 6,

@@ -12,8 +12,11 @@ pub use holdfast::kit::LsmTuning as TuningConfig;
 /// The largest key space a run uses.
 pub const KEY_COUNT_MAX: u32 = 2000;
 
+/// The share of seeds whose workload reaches the edges of the API (ADR-robust-a).
+pub const ROBUST_ON_PPM: u32 = 200_000;
+
 /// Integer weights of each kind of operation (0 turns a kind off).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OpWeights {
     pub put: u64,
     pub delete: u64,
@@ -21,12 +24,43 @@ pub struct OpWeights {
     pub scan: u64,
     pub flush: u64,
     pub compact: u64,
+    /// Keys of 0, 1, `KEY_SIZE_BYTES_MAX` and one more bytes (ADR-robust-a; absent from a schedule when 0).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub odd_key: u64,
+    /// Transactions of up to five 16 MiB values: near and over the log's record limit.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub big_txn: u64,
+    /// Read-only transactions held across later steps, and their release.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub hold_reader: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub release_reader: u64,
+    /// `close` with a commit pending and handles held, then every call checked.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub close_racing: u64,
+}
+
+fn is_zero(weight: &u64) -> bool {
+    *weight == 0
 }
 
 impl OpWeights {
-    /// The weights in a fixed order, for [`DeterministicRng::weighted`].
-    pub fn as_array(&self) -> [u64; 6] {
-        [self.put, self.delete, self.get, self.scan, self.flush, self.compact]
+    /// The weights in a fixed order, for [`DeterministicRng::weighted`]: the six storage operations, then the
+    /// edge-of-the-API ones (zero in most seeds, so those draw exactly as before they existed).
+    pub fn as_array(&self) -> [u64; 11] {
+        [
+            self.put,
+            self.delete,
+            self.get,
+            self.scan,
+            self.flush,
+            self.compact,
+            self.odd_key,
+            self.big_txn,
+            self.hold_reader,
+            self.release_reader,
+            self.close_racing,
+        ]
     }
 }
 
@@ -36,6 +70,10 @@ pub struct EngineConfig {
     pub workload: Workload,
     pub weights: OpWeights,
     pub tuning: TuningConfig,
+    /// `Options::with_tracked_transactions_max` when set (small: the conflict tracker's bound is reached within a
+    /// run; absent from a schedule when unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracked_transactions_max: Option<u64>,
 }
 
 impl EngineConfig {
@@ -51,6 +89,7 @@ impl EngineConfig {
             scan: on(20, 300_000),
             flush: on(5, 300_000),
             compact: on(3, 400_000),
+            ..OpWeights::default()
         };
         let tuning = TuningConfig {
             // 4 KiB .. 256 KiB, by powers of two: flushes and compactions really happen within a run.
@@ -61,9 +100,29 @@ impl EngineConfig {
             l0_compaction_trigger: rng.range_inclusive(2, 8),
             block_cache_bytes: if rng.chance_ppm(300_000) { 0 } else { (16 * 1024) << rng.below(6) },
         };
-        let config = Self { workload, weights, tuning };
+        let mut config = Self { workload, weights, tuning, tracked_transactions_max: None };
+        config.draw_robust(seed);
         config.validate().expect("the engine target generated an invalid configuration");
         config
+    }
+
+    /// The edge-of-the-API knobs, from their own stream (ADR-robust-a): on in [`ROBUST_ON_PPM`] of seeds, each kind
+    /// then at a low weight; the tracker bound small in some of those.
+    fn draw_robust(&mut self, seed: u64) {
+        let mut rng = DeterministicRng::stream(seed, "engine.robust");
+        if !rng.chance_ppm(ROBUST_ON_PPM) {
+            return;
+        }
+        let mut on = |max: u64, off_ppm: u32| if rng.chance_ppm(off_ppm) { 0 } else { rng.range_inclusive(1, max) };
+        self.weights.odd_key = on(2, 500_000);
+        self.weights.big_txn = on(1, 700_000);
+        self.weights.hold_reader = on(3, 400_000);
+        self.weights.release_reader = on(1, 500_000);
+        self.weights.close_racing = on(2, 500_000);
+        if self.weights.hold_reader > 0 && rng.chance_ppm(500_000) {
+            let min = engine::TRACKED_TRANSACTIONS_MIN as u64;
+            self.tracked_transactions_max = Some(rng.range_inclusive(min, 8 * min));
+        }
     }
 
     /// Check a configuration read from a file.
@@ -74,6 +133,11 @@ impl EngineConfig {
         }
         if self.tuning.flush_threshold_bytes == 0 {
             return Err("tuning.flush_threshold_bytes must be positive".into());
+        }
+        if let Some(max) = self.tracked_transactions_max
+            && !(engine::TRACKED_TRANSACTIONS_MIN as u64..=engine::ssi::TRACKED_TRANSACTIONS_MAX as u64).contains(&max)
+        {
+            return Err(format!("tracked_transactions_max {max} out of range"));
         }
         Ok(())
     }
@@ -89,6 +153,11 @@ impl EngineConfig {
             .with_l0_compaction_trigger(usize::try_from(tuning.l0_compaction_trigger).unwrap_or(4).max(1))
             .with_block_cache_bytes(usize::try_from(tuning.block_cache_bytes).unwrap_or(0))
             .with_sync_mode(SyncMode::Sync)
+            .with_tracked_transactions_max(
+                self.tracked_transactions_max.map_or(engine::ssi::TRACKED_TRANSACTIONS_MAX, |max| {
+                    usize::try_from(max).unwrap_or(engine::ssi::TRACKED_TRANSACTIONS_MAX)
+                }),
+            )
     }
 
     /// Simpler configurations for the shrinker: a simpler workload, no block cache, larger flush thresholds.

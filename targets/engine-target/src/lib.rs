@@ -17,6 +17,12 @@
 //!   above every earlier one; after recovery `db.last_sequence()` is at least the highest acknowledged before.
 //! * **Structural** (`structural`): `db.check_invariants()` after every step that can change structure (every
 //!   step but a successful `get` or `scan`).
+//! * **Edges of the API** (ADR-robust-a, in 20% of seeds): keys of 0 and over 64 KiB are `InvalidArgument`, of
+//!   1 and 64 KiB accepted and read back (`api.key_limits`); a transaction over the log's 64 MiB record limit is
+//!   `InvalidArgument` and the handle keeps working, one that surely fits commits (`api.record_limit`); after a
+//!   `close` with a commit pending and a transaction, a reader and a scan iterator held, no task is runnable
+//!   (`close.complete`) and every call fails with `Closed` (`close.every_call_closed`); read-only transactions
+//!   held across steps with a small `tracked_transactions_max` reach the tracker's bound.
 //! * **Liveness** (`liveness.*`): with faults healed, background work drains, flush and compaction succeed, and
 //!   every key verifies; then a final power cut loses nothing acknowledged.
 //!
@@ -29,7 +35,9 @@
 //! `crash.<place>` for `mid_append` (an armed crash cut a `write` of a `wal-*` file), `between_append_and_sync`
 //! (cut a `sync` of a `wal-*` file), `mid_flush`, `mid_compaction`, `mid_manifest`; `flushes`, `compactions`,
 //! `in_flight_writes`; in a damaged run, `damage.excused_reads` (a read of a key that lived in a damaged file) and
-//! `damage.exact_reads` (one checked exactly all the same); and the framework's (`crashes`, `recoveries`, `reopens`, `fault.<kind>`, ...).
+//! `damage.exact_reads` (one checked exactly all the same); `key.invalid_rejected`, `key.limit_accepted`,
+//! `txn.oversize_rejected`, `txn.large_value_committed`, `readers.held`, `close.checked`; and the framework's
+//! (`crashes`, `recoveries`, `reopens`, `fault.<kind>`, ...).
 
 pub mod config;
 mod damage;
@@ -37,6 +45,7 @@ mod damage;
 pub mod fuzzing;
 mod model;
 mod ops;
+mod robust;
 
 use std::path::Path;
 
@@ -68,13 +77,17 @@ pub struct EngineTarget {
     counters: Coverage,
     /// Which keys each file may have held: a data-destroying fault excuses only its files' keys.
     file_keys: FileKeys,
+    /// Read-only transactions held across steps (`hold_reader`), oldest first.
+    readers: Vec<engine::ReadTransaction<SimEnv>>,
 }
 
 /// An engine error as the framework's fault rules see it.
 pub fn system_error(error: &engine::Error) -> SystemError {
     let class = match error {
         engine::Error::Env(inner) => format!("env_{}", inner.op()),
-        engine::Error::Corruption { .. } => "corruption".into(),
+        engine::Error::Corruption { file, .. } => {
+            return SystemError::corruption("corruption", error).naming(file);
+        }
         engine::Error::Locked { .. } => "locked".into(),
         engine::Error::Closed { .. } => "closed".into(),
         engine::Error::InvalidArgument { .. } => "invalid_argument".into(),
@@ -164,7 +177,7 @@ impl Target for EngineTarget {
     /// sectors, which the engine claims to survive (its log never appends into a sector holding synced records,
     /// ADR-0067).
     fn fault_menu(profile: FaultProfile) -> Option<FaultMenu> {
-        let assumed = FaultMenu::standard().with_buggify().with_directory_faults();
+        let assumed = FaultMenu::standard().with_buggify().with_directory_faults().with_tamper();
         Some(match profile {
             FaultProfile::Assumed => assumed,
             FaultProfile::Beyond => assumed.with_garbled_sectors_survived(),
@@ -188,6 +201,7 @@ impl Target for EngineTarget {
             next_value_id: 1,
             counters: Coverage::default(),
             file_keys: FileKeys::default(),
+            readers: Vec::new(),
         }
     }
 
@@ -202,6 +216,7 @@ impl Target for EngineTarget {
     }
 
     fn drop_system(&mut self) {
+        self.readers.clear();
         self.count_stats();
         self.db = None;
     }
@@ -276,6 +291,24 @@ impl Target for EngineTarget {
             .collect()
     }
 
+    /// What the engine cannot open without (ADR-robust-a): the `MANIFEST`, every table, and the log segment when
+    /// it is the only one (then the manifest names it; a newer segment than the manifest's, deleted, is a lost
+    /// tail no open can notice, as a truncated one is).
+    fn tamper_sites(&self, env: &SimEnv) -> Vec<std::path::PathBuf> {
+        let files: Vec<_> = env.files().into_iter().filter(|file| in_dir(&file.path, DB_DIR)).collect();
+        let logs: Vec<_> = files.iter().filter(|file| file_name(&file.path).starts_with("wal-")).collect();
+        let only_log = (logs.len() == 1 && logs[0].current_len > 0).then(|| logs[0].path.clone());
+        files
+            .iter()
+            .filter(|file| {
+                let name = file_name(&file.path);
+                name == "MANIFEST" || (name.starts_with("table-") && name.ends_with(".sst"))
+            })
+            .map(|file| file.path.clone())
+            .chain(only_log)
+            .collect()
+    }
+
     fn crash_places(&self, step: Option<&Step<Op>>, io: Io, path: &Path) -> Vec<&'static str> {
         let mut places = Vec::new();
         if cut_io(io, path, "wal-", Io::Write) {
@@ -309,8 +342,21 @@ impl Target for EngineTarget {
         }
     }
 
-    fn required_coverage(world: &WorldConfig, _config: &EngineConfig) -> Vec<String> {
+    fn required_coverage(world: &WorldConfig, config: &EngineConfig) -> Vec<String> {
         let mut names: Vec<String> = vec!["flushes".into(), "compactions".into()];
+        // The edge-of-the-API operations (ADR-robust-a), where a seed has them.
+        let weights = &config.weights;
+        let robust = [
+            (weights.odd_key, "key.invalid_rejected"),
+            (weights.odd_key, "key.limit_accepted"),
+            (weights.big_txn, "txn.oversize_rejected"),
+            (weights.hold_reader, "readers.held"),
+            (weights.close_racing, "close.checked"),
+        ];
+        names.extend(robust.iter().filter(|(weight, _)| *weight > 0).map(|(_, name)| (*name).to_string()));
+        if weights.hold_reader > 0 && config.tracked_transactions_max.is_some() {
+            names.push(holdfast::target::probe_counter("ssi.transaction_expired"));
+        }
         if world.weights.crash_at_io > 0 {
             let places = ["mid_append", "between_append_and_sync", "mid_flush", "mid_compaction", "mid_manifest"];
             names.extend(places.iter().map(|place| format!("crash.{place}")));

@@ -28,6 +28,18 @@ pub enum Op {
     Flush,
     /// `db.compact()`.
     Compact,
+    /// A put under a key of `len` bytes outside the key space: 0 (empty) and over `KEY_SIZE_BYTES_MAX` must be
+    /// refused, the maximum accepted (ADR-robust-a).
+    OddKey { len: u32, value: ValueSpec },
+    /// One transaction writing `values` values (ids from `value.id`) under keys `key..`: near and over the log's
+    /// record limit.
+    BigTxn { key: u32, values: u32, value: ValueSpec },
+    /// Begin a read-only transaction and hold it across later steps.
+    HoldReader,
+    /// Drop the oldest held read-only transaction.
+    ReleaseReader,
+    /// Close with a commit's group commit pending and handles held; every later call must fail with `Closed`.
+    CloseRacing { key: u32, value: ValueSpec },
 }
 
 /// What an engine operation (or a recovery) produced.
@@ -51,6 +63,7 @@ impl EngineTarget {
     pub(crate) fn generate_op(&mut self, rng: &mut DeterministicRng, config: &EngineConfig) -> Op {
         let workload = &config.workload;
         match rng.weighted(&config.weights.as_array()) {
+            kind @ 6.. => self.generate_robust(rng, config, kind - 6),
             0 => {
                 let value = ValueSpec { id: self.next_value_id, len: workload.pick_value_len_bytes(rng) };
                 self.next_value_id += 1;
@@ -78,10 +91,15 @@ impl EngineTarget {
             Op::Scan { start, end } => self.scan(world, *start, *end),
             Op::Flush => self.call(world, "flush", |db| db.flush()),
             Op::Compact => self.call(world, "compact", |db| db.compact()),
+            Op::OddKey { len, value } => self.odd_key_put(world, *len, *value),
+            Op::BigTxn { key, values, value } => self.big_txn(world, *key, *values, *value),
+            Op::HoldReader => self.hold_reader(world),
+            Op::ReleaseReader => self.release_reader(),
+            Op::CloseRacing { key, value } => self.close_racing(world, *key, *value),
         }
     }
 
-    fn live_db(&self) -> &engine::Db<holdfast::env::SimEnv> {
+    pub(crate) fn live_db(&self) -> &engine::Db<holdfast::env::SimEnv> {
         self.db.as_ref().expect("the framework opens the system before an operation")
     }
 
@@ -130,7 +148,7 @@ impl EngineTarget {
         }
     }
 
-    fn get(&mut self, world: &mut World, key: u32) -> Outcome {
+    pub(crate) fn get(&mut self, world: &mut World, key: u32) -> Outcome {
         match self.live_db().get(&key_bytes(key)) {
             Ok(value) => {
                 let actual = value.as_deref().map(sig_of);
@@ -214,7 +232,17 @@ pub(crate) fn simplify_op(op: &Op) -> Vec<Op> {
             out
         }
         Op::Compact => vec![Op::Flush],
-        Op::Flush => Vec::new(),
+        Op::BigTxn { key, values, value } => {
+            let fewer =
+                smaller_u32(*values, 1).into_iter().map(|values| Op::BigTxn { key: *key, values, value: *value });
+            fewer
+                .chain(smaller_u32(*key, 0).into_iter().map(|key| Op::BigTxn { key, values: *values, value: *value }))
+                .collect()
+        }
+        Op::CloseRacing { key, value } => {
+            smaller_u32(*key, 0).into_iter().map(|key| Op::CloseRacing { key, value: *value }).collect()
+        }
+        Op::Flush | Op::OddKey { .. } | Op::HoldReader | Op::ReleaseReader => Vec::new(),
     }
 }
 
@@ -224,6 +252,8 @@ fn map_keys(op: &Op, map: &dyn Fn(u32) -> u32) -> Op {
         Op::Put { key, value } => Op::Put { key: map(*key), value: *value },
         Op::Delete { key } => Op::Delete { key: map(*key) },
         Op::Get { key } => Op::Get { key: map(*key) },
+        Op::BigTxn { key, values, value } => Op::BigTxn { key: map(*key), values: *values, value: *value },
+        Op::CloseRacing { key, value } => Op::CloseRacing { key: map(*key), value: *value },
         Op::Scan { start, end } => {
             let start_mapped = map(*start);
             let end_mapped = map(end.saturating_sub(1)).saturating_add(1).max(start_mapped.saturating_add(1));
@@ -235,9 +265,10 @@ fn map_keys(op: &Op, map: &dyn Fn(u32) -> u32) -> Op {
 
 fn keys_of(op: &Op) -> Vec<u32> {
     match op {
-        Op::Put { key, .. } | Op::Delete { key } | Op::Get { key } => vec![*key],
+        Op::Put { key, .. } | Op::Delete { key } | Op::Get { key } | Op::CloseRacing { key, .. } => vec![*key],
+        Op::BigTxn { key, .. } => vec![*key],
         Op::Scan { start, end } => vec![*start, end.saturating_sub(1)],
-        Op::Flush | Op::Compact => Vec::new(),
+        Op::Flush | Op::Compact | Op::OddKey { .. } | Op::HoldReader | Op::ReleaseReader => Vec::new(),
     }
 }
 
@@ -282,6 +313,11 @@ mod tests {
             Op::Scan { start: 1, end: 4 },
             Op::Flush,
             Op::Compact,
+            Op::OddKey { len: 0, value: ValueSpec { id: 2, len: 1 } },
+            Op::BigTxn { key: 1, values: 4, value: ValueSpec { id: 3, len: 16 } },
+            Op::HoldReader,
+            Op::ReleaseReader,
+            Op::CloseRacing { key: 2, value: ValueSpec { id: 4, len: 3 } },
         ];
         let json = holdfast::step::check_ops(&ops).expect("ops round trip");
         assert!(json.contains(r#"{"op":"put","key":3,"value":{"id":9,"len":4}}"#), "{json}");
