@@ -90,7 +90,7 @@ pub enum ConflictCause {
         key: Vec<u8>,
     },
     /// The tracker was full (`Options::tracked_transactions_max`) and this was the oldest active transaction: it
-    /// was ended to make room (a read-only one too: it ends, it does not abort; ADR-robust-a). Retry it. No key.
+    /// was ended to make room (a read-only one too: it ends, it does not abort; ADR-0071, ADR-0072, ADR-0073, ADR-0074, ADR-0075, ADR-0076, ADR-0077). Retry it. No key.
     Expired,
 }
 
@@ -275,7 +275,7 @@ impl ConflictTracker {
         }
     }
 
-    /// [`ConflictTracker::begin`], first making room in a full tracker (ADR-robust-a): the active transaction with
+    /// [`ConflictTracker::begin`], first making room in a full tracker (ADR-0071, ADR-0072, ADR-0073, ADR-0074, ADR-0075, ADR-0076, ADR-0077): the active transaction with
     /// the oldest snapshot is ended — a writer aborted, a read-only one finished at the visible sequence (a reader
     /// that stops reading is one that ended then) — and the records nobody needs any more are pruned, until there
     /// is room. Fails with [`ConflictCause::Expired`] when every record left is a commit in flight.

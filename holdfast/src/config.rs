@@ -199,7 +199,7 @@ pub struct WorldWeights {
     pub crash: u64,
     pub crash_at_io: u64,
     pub crash_during_recovery: u64,
-    /// The hostile operator: while the system is closed, a file it needs is deleted or renamed (ADR-robust-a).
+    /// The hostile operator: while the system is closed, a file it needs is deleted or renamed (ADR-0071, ADR-0072, ADR-0073, ADR-0074, ADR-0075, ADR-0076, ADR-0077).
     /// Absent from a schedule (and from its digest) when zero.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub tamper: u64,

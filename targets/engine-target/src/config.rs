@@ -12,7 +12,7 @@ pub use holdfast::kit::LsmTuning as TuningConfig;
 /// The largest key space a run uses.
 pub const KEY_COUNT_MAX: u32 = 2000;
 
-/// The share of seeds whose workload reaches the edges of the API (ADR-robust-a).
+/// The share of seeds whose workload reaches the edges of the API (ADR-0071, ADR-0072, ADR-0073, ADR-0074, ADR-0075, ADR-0076, ADR-0077).
 pub const ROBUST_ON_PPM: u32 = 200_000;
 
 /// Integer weights of each kind of operation (0 turns a kind off).
@@ -24,7 +24,7 @@ pub struct OpWeights {
     pub scan: u64,
     pub flush: u64,
     pub compact: u64,
-    /// Keys of 0, 1, `KEY_SIZE_BYTES_MAX` and one more bytes (ADR-robust-a; absent from a schedule when 0).
+    /// Keys of 0, 1, `KEY_SIZE_BYTES_MAX` and one more bytes (ADR-0071, ADR-0072, ADR-0073, ADR-0074, ADR-0075, ADR-0076, ADR-0077; absent from a schedule when 0).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub odd_key: u64,
     /// Transactions of up to five 16 MiB values: near and over the log's record limit.
@@ -106,7 +106,7 @@ impl EngineConfig {
         config
     }
 
-    /// The edge-of-the-API knobs, from their own stream (ADR-robust-a): on in [`ROBUST_ON_PPM`] of seeds, each kind
+    /// The edge-of-the-API knobs, from their own stream (ADR-0071, ADR-0072, ADR-0073, ADR-0074, ADR-0075, ADR-0076, ADR-0077): on in [`ROBUST_ON_PPM`] of seeds, each kind
     /// then at a low weight; the tracker bound small in some of those.
     fn draw_robust(&mut self, seed: u64) {
         let mut rng = DeterministicRng::stream(seed, "engine.robust");

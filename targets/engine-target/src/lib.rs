@@ -17,7 +17,7 @@
 //!   above every earlier one; after recovery `db.last_sequence()` is at least the highest acknowledged before.
 //! * **Structural** (`structural`): `db.check_invariants()` after every step that can change structure (every
 //!   step but a successful `get` or `scan`).
-//! * **Edges of the API** (ADR-robust-a, in 20% of seeds): keys of 0 and over 64 KiB are `InvalidArgument`, of
+//! * **Edges of the API** (ADR-0071, ADR-0072, ADR-0073, ADR-0074, ADR-0075, ADR-0076, ADR-0077, in 20% of seeds): keys of 0 and over 64 KiB are `InvalidArgument`, of
 //!   1 and 64 KiB accepted and read back (`api.key_limits`); a transaction over the log's 64 MiB record limit is
 //!   `InvalidArgument` and the handle keeps working, one that surely fits commits (`api.record_limit`); after a
 //!   `close` with a commit pending and a transaction, a reader and a scan iterator held, no task is runnable
@@ -291,7 +291,7 @@ impl Target for EngineTarget {
             .collect()
     }
 
-    /// What the engine cannot open without (ADR-robust-a): the `MANIFEST`, every table, and the log segment when
+    /// What the engine cannot open without (ADR-0071, ADR-0072, ADR-0073, ADR-0074, ADR-0075, ADR-0076, ADR-0077): the `MANIFEST`, every table, and the log segment when
     /// it is the only one (then the manifest names it; a newer segment than the manifest's, deleted, is a lost
     /// tail no open can notice, as a truncated one is).
     fn tamper_sites(&self, env: &SimEnv) -> Vec<std::path::PathBuf> {
@@ -344,7 +344,7 @@ impl Target for EngineTarget {
 
     fn required_coverage(world: &WorldConfig, config: &EngineConfig) -> Vec<String> {
         let mut names: Vec<String> = vec!["flushes".into(), "compactions".into()];
-        // The edge-of-the-API operations (ADR-robust-a), where a seed has them.
+        // The edge-of-the-API operations (ADR-0071, ADR-0072, ADR-0073, ADR-0074, ADR-0075, ADR-0076, ADR-0077), where a seed has them.
         let weights = &config.weights;
         let robust = [
             (weights.odd_key, "key.invalid_rejected"),

@@ -1,4 +1,4 @@
-//! Operations at the edges of the engine's API (ADR-robust-a): keys at and past their limits, transactions near
+//! Operations at the edges of the engine's API (ADR-0071, ADR-0072, ADR-0073, ADR-0074, ADR-0075, ADR-0076, ADR-0077): keys at and past their limits, transactions near
 //! and over the log's record limit, long-lived read transactions, and `close` racing background work.
 
 use std::collections::BTreeMap;
