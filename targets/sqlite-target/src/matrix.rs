@@ -1,0 +1,2 @@
+//! The guarantee matrix (stub replaced below).
+#![forbid(unsafe_code)]
