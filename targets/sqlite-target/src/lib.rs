@@ -64,6 +64,8 @@ pub struct SqliteTarget {
     /// The last recovery read the whole table.
     verified: bool,
     last_error: String,
+    /// Power cuts seen by the last recovery ([`SimEnv::crash_count`]).
+    crashes_seen: u64,
     next_value_id: u64,
     counters: Coverage,
 }
@@ -102,7 +104,7 @@ impl SqliteTarget {
         }
     }
 
-    fn open_database(&mut self, env: &SimEnv) -> Result<(), SystemError> {
+    pub(crate) fn open_database(&mut self, env: &SimEnv) -> Result<(), SystemError> {
         world::install(&self.world);
         if !self.files_created {
             db::create_files(env)?;
@@ -175,6 +177,7 @@ impl Target for SqliteTarget {
             wipe_pending: false,
             verified: false,
             last_error: String::new(),
+            crashes_seen: 0,
             next_value_id: 0,
             counters: Coverage::default(),
         }

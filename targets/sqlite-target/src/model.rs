@@ -90,8 +90,13 @@ impl History {
         self.states.back().expect("the history is never empty")
     }
 
-    /// An acknowledged commit.
+    /// An acknowledged commit. One that changed no byte of the table is not a new point in the history: SQLite
+    /// does not dirty a page whose cell is rewritten with identical bytes, so such a commit writes no journal
+    /// and nothing can roll it back. (Values are compared by their bytes: two value ids of length 0 are equal.)
     pub fn commit(&mut self, state: State) {
+        if found_of(&state) == found_of(self.current()) {
+            return;
+        }
         self.states.push_back(state);
         if self.states.len() > HISTORY_STATES_MAX {
             self.states.pop_front();
@@ -116,19 +121,24 @@ impl History {
         }
     }
 
-    /// Judge `found` (the table after a recovery) under `promise`, and adopt it: a matching state becomes the
-    /// latest and durable. A partial state under [`Promise::Nothing`] is adopted as the new state too (recorded,
-    /// not judged); otherwise the model is left as it was for the report.
-    pub fn recover(&mut self, found: &Found, promise: Promise) -> Judgement {
+    /// Judge `found` (the table after an open) under `promise`, and adopt a matching state as the latest. After
+    /// a power cut (`crashed`) the disk holds only durable bytes, so the state found is also the new durable
+    /// point; after a clean reopen nothing new is durable (a DELETE-mode commit whose journal unlink was never
+    /// synced can still roll back). A partial state leaves the model as it was, for the report.
+    pub fn recover(&mut self, found: &Found, promise: Promise, crashed: bool) -> Judgement {
         let last = self.states.len() - 1;
         let in_flight = self.in_flight.take();
         if found_of(self.current()) == *found {
-            self.mark_durable();
+            if crashed {
+                self.mark_durable();
+            }
             return Judgement::Prefix { lost: 0 };
         }
         if let Some(state) = in_flight.filter(|state| found_of(state) == *found) {
             self.commit(state);
-            self.mark_durable();
+            if crashed {
+                self.mark_durable();
+            }
             return Judgement::InFlightApplied;
         }
         let floor = self.floor(promise);
@@ -142,7 +152,10 @@ impl History {
                     Judgement::TooOld { lost, allowed: (last - floor) as u64 }
                 };
                 self.states.truncate(index + 1);
-                self.mark_durable();
+                self.durable = self.durable.min(index);
+                if crashed {
+                    self.mark_durable();
+                }
                 judgement
             }
             None => Judgement::Partial,
@@ -186,12 +199,12 @@ mod tests {
     fn durable_cells_accept_only_the_last_commit_or_the_in_flight_one() {
         let mut history = history_of(3);
         let older = found_of(&apply_writes(&State::new(), &[Write::Insert { key: 0, value: value(2) }]));
-        assert_eq!(history.clone().recover(&older, Promise::Durable), Judgement::TooOld { lost: 1, allowed: 0 });
+        assert_eq!(history.clone().recover(&older, Promise::Durable, true), Judgement::TooOld { lost: 1, allowed: 0 });
         let latest = found_of(history.current());
-        assert_eq!(history.clone().recover(&latest, Promise::Durable), Judgement::Prefix { lost: 0 });
+        assert_eq!(history.clone().recover(&latest, Promise::Durable, true), Judgement::Prefix { lost: 0 });
         let next = apply_writes(history.current(), &[Write::Insert { key: 5, value: value(9) }]);
         history.in_flight = Some(next.clone());
-        assert_eq!(history.recover(&found_of(&next), Promise::Durable), Judgement::InFlightApplied);
+        assert_eq!(history.recover(&found_of(&next), Promise::Durable, true), Judgement::InFlightApplied);
         assert_eq!(history.current(), &next);
     }
 
@@ -201,14 +214,30 @@ mod tests {
         let second = found_of(&apply_writes(&State::new(), &[Write::Insert { key: 0, value: value(2) }]));
         let third = found_of(&apply_writes(&State::new(), &[Write::Insert { key: 0, value: value(3) }]));
         let last_commit = Promise::Consistent(LossBound::LastCommit);
-        assert_eq!(history.clone().recover(&third, last_commit), Judgement::Prefix { lost: 1 });
-        assert_eq!(history.clone().recover(&second, last_commit), Judgement::TooOld { lost: 2, allowed: 1 });
+        assert_eq!(history.clone().recover(&third, last_commit, true), Judgement::Prefix { lost: 1 });
+        assert_eq!(history.clone().recover(&second, last_commit, true), Judgement::TooOld { lost: 2, allowed: 1 });
         let since = Promise::Consistent(LossBound::SinceCheckpoint);
         let mut rolled = history.clone();
-        assert_eq!(rolled.recover(&second, since), Judgement::Prefix { lost: 2 });
-        assert_eq!(rolled.recover(&found_of(&State::new()), since), Judgement::TooOld { lost: 2, allowed: 0 });
+        assert_eq!(rolled.recover(&second, since, true), Judgement::Prefix { lost: 2 });
+        assert_eq!(rolled.recover(&found_of(&State::new()), since, true), Judgement::TooOld { lost: 2, allowed: 0 });
         let partial = found_of(&apply_writes(&State::new(), &[Write::Insert { key: 7, value: value(1) }]));
-        assert_eq!(history.clone().recover(&partial, since), Judgement::Partial);
-        assert_eq!(history.clone().recover(&partial, Promise::Nothing), Judgement::Partial);
+        assert_eq!(history.clone().recover(&partial, since, true), Judgement::Partial);
+        assert_eq!(history.clone().recover(&partial, Promise::Nothing, true), Judgement::Partial);
+    }
+
+    #[test]
+    fn only_a_power_cut_makes_the_recovered_state_durable() {
+        let last_commit = Promise::Consistent(LossBound::LastCommit);
+        let mut reopened = history_of(1);
+        let one = found_of(reopened.current());
+        assert_eq!(reopened.recover(&one, last_commit, false), Judgement::Prefix { lost: 0 });
+        assert_eq!(reopened.recover(&found_of(&State::new()), last_commit, true), Judgement::Prefix { lost: 1 });
+        let mut crashed = history_of(1);
+        assert_eq!(crashed.recover(&one, last_commit, true), Judgement::Prefix { lost: 0 });
+        let lost = crashed.recover(&found_of(&State::new()), last_commit, true);
+        assert_eq!(lost, Judgement::TooOld { lost: 1, allowed: 0 });
+        let mut unchanged = history_of(1);
+        unchanged.commit(unchanged.current().clone());
+        assert_eq!(unchanged.recover(&found_of(&State::new()), last_commit, true), Judgement::Prefix { lost: 1 });
     }
 }

@@ -56,12 +56,22 @@ impl SqliteTarget {
     fn tolerate(&mut self, world: &mut World, what: &str, error: &rusqlite::Error) -> Outcome {
         if self.promise() == Promise::Nothing && db::is_corruption(error) && !world.env().is_halted() {
             self.counters.add("sqlite.integrity_failures", 1);
-            self.wipe_pending = true;
-            self.forget_connection();
-            return Ok(Observed::Error { class: "corrupt_recorded".into() });
+            return self.start_over(world, "corrupt_recorded").map(|()| Observed::Error { class: "corrupt_recorded".into() });
         }
         self.last_error = error.to_string();
         world.tolerate(what, &db::system_error(error))
+    }
+
+    /// Record-only cells: forget the connection, wipe the database, reopen it empty. A failure here (an armed
+    /// crash, a fault) goes through the framework's rules like any open.
+    fn start_over(&mut self, world: &mut World, why: &str) -> Result<(), Violation> {
+        self.forget_connection();
+        self.wipe_pending = true;
+        let env = world.env().clone();
+        match self.open_database(&env) {
+            Ok(()) => Ok(()),
+            Err(error) => world.tolerate::<Observation>(why, &error).map(|_| ()),
+        }
     }
 
     pub(crate) fn apply_op(&mut self, world: &mut World, op: &Op) -> Outcome {
@@ -159,11 +169,12 @@ impl SqliteTarget {
                 self.counters.add("sqlite.integrity_checks", 1);
                 Ok(Observed::Op(Observation::IntegrityOk))
             }
+            // An armed crash cut the check's reads: SQLite reports pages it "failed to get" as findings.
+            Ok(Some(_)) if world.env().is_halted() => Ok(Observed::Error { class: "crashed".into() }),
             Ok(Some(problems)) => {
                 self.counters.add("sqlite.integrity_failures", 1);
                 if self.promise() == Promise::Nothing || world.damaged() {
-                    self.wipe_pending = true;
-                    self.forget_connection();
+                    self.start_over(world, "integrity_recorded")?;
                     return Ok(Observed::Error { class: "integrity_recorded".into() });
                 }
                 Err(Violation::new(invariant, FailureKind::Structural, "PRAGMA integrity_check = ok", problems))
@@ -193,7 +204,12 @@ impl SqliteTarget {
         };
         let promise = self.promise();
         let before = summary(&found_of(self.history.current()));
-        let judgement = self.history.recover(&found, promise);
+        let crashes = world.env().crash_count();
+        let crashed = crashes > std::mem::replace(&mut self.crashes_seen, crashes);
+        if std::env::var_os("HF_VFS_TRACE").is_some() {
+            eprintln!("recover crashed={crashed} found={found:?} history={:?}", self.history);
+        }
+        let judgement = self.history.recover(&found, promise, crashed);
         self.verified = true;
         let (lost, violation) = match judgement {
             Judgement::Prefix { lost } => (lost, None),
@@ -220,9 +236,7 @@ impl SqliteTarget {
             None => Ok(Observation::Recovered { rows: rows(&found), lost_commits: lost }),
             Some(_) if promise == Promise::Nothing || world.damaged() => {
                 // Recorded, not judged; the database is started over (its state matches no model).
-                self.history.reset(State::new());
-                self.wipe_pending = true;
-                self.forget_connection();
+                self.start_over(world, "not_a_prefix")?;
                 Ok(Observation::Recorded { rows: rows(&found), finding: "not_a_prefix".into() })
             }
             Some(violation) => Err(violation),
