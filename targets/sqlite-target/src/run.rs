@@ -59,7 +59,11 @@ impl SqliteTarget {
             return self.start_over(world, "corrupt_recorded").map(|()| Observed::Error { class: "corrupt_recorded".into() });
         }
         self.last_error = error.to_string();
-        world.tolerate(what, &db::system_error(error))
+        let excused = world.tolerate(what, &db::system_error(error));
+        if excused.is_err() && db::is_corruption(error) {
+            self.counters.add("sqlite.corruption_errors", 1);
+        }
+        excused
     }
 
     /// Record-only cells: forget the connection, wipe the database, reopen it empty. A failure here (an armed
