@@ -40,7 +40,8 @@ pub enum Synchronous {
 }
 
 impl JournalMode {
-    pub const ALL: [JournalMode; 4] = [JournalMode::Delete, JournalMode::Truncate, JournalMode::Persist, JournalMode::Wal];
+    pub const ALL: [JournalMode; 4] =
+        [JournalMode::Delete, JournalMode::Truncate, JournalMode::Persist, JournalMode::Wal];
 
     /// The pragma's argument.
     pub fn sql(self) -> &'static str {
@@ -79,7 +80,9 @@ impl Cell {
     pub fn all() -> Vec<Cell> {
         JournalMode::ALL
             .into_iter()
-            .flat_map(|journal_mode| Synchronous::ALL.into_iter().map(move |synchronous| Cell { journal_mode, synchronous }))
+            .flat_map(|journal_mode| {
+                Synchronous::ALL.into_iter().map(move |synchronous| Cell { journal_mode, synchronous })
+            })
             .collect()
     }
 
@@ -240,10 +243,7 @@ impl SqliteConfig {
     /// The configuration of `seed`: a pure function of its `"sqlite"` stream.
     pub fn from_seed(seed: u64) -> Self {
         let mut rng = DeterministicRng::stream(seed, "sqlite");
-        let cell = Cell {
-            journal_mode: JournalMode::ALL[rng.index(4)],
-            synchronous: Synchronous::ALL[rng.index(4)],
-        };
+        let cell = Cell { journal_mode: JournalMode::ALL[rng.index(4)], synchronous: Synchronous::ALL[rng.index(4)] };
         let mut workload = Workload::draw(&mut rng, KEY_COUNT_MAX);
         workload.large_value_size_bytes_max = workload.large_value_size_bytes_max.min(LARGE_VALUE_BYTES_MAX);
         let page_size_bytes = [512, 1024, 4096, 8192][rng.index(4)];
@@ -332,7 +332,9 @@ mod tests {
             assert!(configs.iter().any(|config| config.cell == cell) || cell.synchronous == Synchronous::Extra);
         }
         let simpler: Vec<SqliteConfig> = configs.iter().flat_map(SqliteConfig::simpler).collect();
-        assert!(simpler.iter().all(|config| config.validate().is_ok() && configs.iter().any(|c| c.cell == config.cell)));
+        assert!(
+            simpler.iter().all(|config| config.validate().is_ok() && configs.iter().any(|c| c.cell == config.cell))
+        );
         assert!(configs.iter().all(|config| !config.simpler().contains(config)));
     }
 

@@ -57,14 +57,26 @@ pub enum Observation {
     Committed,
     RolledBack,
     /// Rows a read returned.
-    Rows { count: u64 },
+    Rows {
+        count: u64,
+    },
     /// `wal_checkpoint`'s row: busy, frames in the WAL, frames checkpointed.
-    Checkpointed { busy: bool, log_frames: i64, checkpointed_frames: i64 },
+    Checkpointed {
+        busy: bool,
+        log_frames: i64,
+        checkpointed_frames: i64,
+    },
     IntegrityOk,
     /// After a recovery: the rows found and the acknowledged commits that did not survive.
-    Recovered { rows: u64, lost_commits: u64 },
+    Recovered {
+        rows: u64,
+        lost_commits: u64,
+    },
     /// After a recovery in a cell that promises nothing: what was found, recorded (not judged).
-    Recorded { rows: u64, finding: String },
+    Recorded {
+        rows: u64,
+        finding: String,
+    },
 }
 
 /// The next operation.
@@ -117,19 +129,15 @@ pub fn simplify_op(op: &Op) -> Vec<Op> {
                     Op::Transaction { writes: fewer, rollback: *rollback }
                 })
                 .collect();
-            out.extend(
-                writes
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, write)| matches!(write, Write::Update { .. }))
-                    .map(|(index, _)| {
-                        let mut plain = writes.clone();
-                        if let Write::Update { key, value } = plain[index] {
-                            plain[index] = Write::Insert { key, value };
-                        }
-                        Op::Transaction { writes: plain, rollback: *rollback }
-                    }),
-            );
+            out.extend(writes.iter().enumerate().filter(|(_, write)| matches!(write, Write::Update { .. })).map(
+                |(index, _)| {
+                    let mut plain = writes.clone();
+                    if let Write::Update { key, value } = plain[index] {
+                        plain[index] = Write::Insert { key, value };
+                    }
+                    Op::Transaction { writes: plain, rollback: *rollback }
+                },
+            ));
             out
         }
         Op::Get { keys } if keys.len() > 1 => vec![Op::Get { keys: keys[..1].to_vec() }],

@@ -31,7 +31,11 @@ impl Stage {
 }
 
 /// Run one transaction; on an error, roll back what is still open (a crashed world fails that harmlessly).
-fn run_transaction(conn: &rusqlite::Connection, writes: &[Write], rollback: bool) -> Result<(), (Stage, rusqlite::Error)> {
+fn run_transaction(
+    conn: &rusqlite::Connection,
+    writes: &[Write],
+    rollback: bool,
+) -> Result<(), (Stage, rusqlite::Error)> {
     let abandon = |stage: Stage, error: rusqlite::Error| {
         if !conn.is_autocommit() {
             let _ = conn.execute_batch("ROLLBACK");
@@ -56,7 +60,9 @@ impl SqliteTarget {
     fn tolerate(&mut self, world: &mut World, what: &str, error: &rusqlite::Error) -> Outcome {
         if self.promise() == Promise::Nothing && db::is_corruption(error) && !world.env().is_halted() {
             self.counters.add("sqlite.integrity_failures", 1);
-            return self.start_over(world, "corrupt_recorded").map(|()| Observed::Error { class: "corrupt_recorded".into() });
+            return self
+                .start_over(world, "corrupt_recorded")
+                .map(|()| Observed::Error { class: "corrupt_recorded".into() });
         }
         self.last_error = error.to_string();
         let excused = world.tolerate(what, &db::system_error(error));
@@ -260,7 +266,10 @@ impl SqliteTarget {
         let checkpointed = self.checkpoint(world, CheckpointMode::Truncate)?;
         let integrity = self.integrity(world, "liveness.integrity_check")?;
         let expected = Observed::Op(Observation::Committed);
-        if observed != expected || matches!(checkpointed, Observed::Error { .. }) || integrity != Observed::Op(Observation::IntegrityOk) {
+        if observed != expected
+            || matches!(checkpointed, Observed::Error { .. })
+            || integrity != Observed::Op(Observation::IntegrityOk)
+        {
             return Err(Violation::new(
                 "liveness.commit",
                 FailureKind::Liveness,
@@ -277,7 +286,9 @@ impl SqliteTarget {
                 summary(&found_of(self.history.current())),
                 summary(&found),
             )),
-            Err(error) => Err(Violation::new("liveness.read", FailureKind::Liveness, "the table reads", error.to_string())),
+            Err(error) => {
+                Err(Violation::new("liveness.read", FailureKind::Liveness, "the table reads", error.to_string()))
+            }
         }
     }
 }
