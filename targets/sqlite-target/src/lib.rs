@@ -126,7 +126,12 @@ impl SqliteTarget {
                 self.wipe_pending = true;
                 self.open_database(env)
             }
-            Err(error) => Err(db::system_error(&error)),
+            Err(error) => {
+                if db::is_corruption(&error) && !env.is_halted() {
+                    self.counters.add("sqlite.corruption_errors", 1);
+                }
+                Err(db::system_error(&error))
+            }
         }
     }
 }

@@ -14,8 +14,12 @@ use crate::config::{LossBound, Promise};
 pub type State = BTreeMap<u32, ValueSpec>;
 /// The table as read back: key to (length, signature of the bytes).
 pub type Found = BTreeMap<u32, (u32, Sig)>;
-/// The most acknowledged states the model keeps (older ones can no longer be told apart from a partial state).
-pub const HISTORY_STATES_MAX: usize = 256;
+/// The most acknowledged states the model keeps: far above the commits of a run (a state older than this could
+/// no longer be told from a partial one). Every state since the last durable point is needed: WAL + NORMAL may
+/// roll back to any of them.
+pub const HISTORY_STATES_MAX: usize = 20_000;
+/// States older than the last durable point kept to name a too-old rollback (`TooOld`) rather than `Partial`.
+pub const STATES_BEFORE_DURABLE_MAX: usize = 64;
 
 /// One write of a transaction.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -98,7 +102,7 @@ impl History {
             return;
         }
         self.states.push_back(state);
-        if self.states.len() > HISTORY_STATES_MAX {
+        while self.durable > STATES_BEFORE_DURABLE_MAX || self.states.len() > HISTORY_STATES_MAX {
             self.states.pop_front();
             self.durable = self.durable.saturating_sub(1);
         }
@@ -236,6 +240,12 @@ mod tests {
         assert_eq!(crashed.recover(&one, last_commit, true), Judgement::Prefix { lost: 0 });
         let lost = crashed.recover(&found_of(&State::new()), last_commit, true);
         assert_eq!(lost, Judgement::TooOld { lost: 1, allowed: 0 });
+        let mut long = history_of(300);
+        assert_eq!(
+            long.recover(&found_of(&State::new()), Promise::Consistent(LossBound::SinceCheckpoint), true),
+            Judgement::Prefix { lost: 300 },
+            "a WAL + NORMAL rollback past hundreds of commits is a prefix"
+        );
         let mut unchanged = history_of(1);
         unchanged.commit(unchanged.current().clone());
         assert_eq!(unchanged.recover(&found_of(&State::new()), last_commit, true), Judgement::Prefix { lost: 1 });

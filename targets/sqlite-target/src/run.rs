@@ -216,9 +216,6 @@ impl SqliteTarget {
         let before = summary(&found_of(self.history.current()));
         let crashes = world.env().crash_count();
         let crashed = crashes > std::mem::replace(&mut self.crashes_seen, crashes);
-        if std::env::var_os("HF_VFS_TRACE").is_some() {
-            eprintln!("recover crashed={crashed} found={found:?} history={:?}", self.history);
-        }
         let judgement = self.history.recover(&found, promise, crashed);
         self.verified = true;
         let (lost, violation) = match judgement {

@@ -181,7 +181,6 @@ unsafe extern "C" fn x_open(
         truncate: false,
         write: flags & ffi::SQLITE_OPEN_READONLY == 0,
     };
-    trace("open", &path, format!("flags={flags:x}"));
     let opened = match world.env().open(&path, options) {
         Ok(opened) => opened,
         Err(env::Error::NoSpace { .. }) => return ffi::SQLITE_FULL,
@@ -219,7 +218,6 @@ unsafe extern "C" fn x_delete(_vfs: *mut ffi::sqlite3_vfs, name: *const c_char, 
     if world.is_fenced() {
         return ffi::SQLITE_IOERR_DELETE;
     }
-    trace("delete", &path, format!("syncdir={sync_dir}"));
     match world.env().remove_file(&path) {
         Ok(()) => {}
         Err(env::Error::NotFound { .. }) => return ffi::SQLITE_IOERR_DELETE_NOENT,
@@ -388,12 +386,6 @@ unsafe extern "C" fn x_read(file: *mut ffi::sqlite3_file, buf: *mut c_void, len:
     ffi::SQLITE_OK
 }
 
-fn trace(what: &str, path: &Path, detail: String) {
-    if std::env::var_os("HF_VFS_TRACE").is_some() {
-        eprintln!("vfs {what} {} {detail}", path.display());
-    }
-}
-
 unsafe extern "C" fn x_write(file: *mut ffi::sqlite3_file, buf: *const c_void, len: c_int, offset: i64) -> c_int {
     // SAFETY: an open HoldfastFile.
     let Some(state) = (unsafe { state(file) }) else { return ffi::SQLITE_IOERR_WRITE };
@@ -405,7 +397,6 @@ unsafe extern "C" fn x_write(file: *mut ffi::sqlite3_file, buf: *const c_void, l
     if state.world.is_fenced() {
         return ffi::SQLITE_IOERR_WRITE;
     }
-    trace("write", &state.path, format!("off={offset} len={len_bytes}"));
     match state.file.write_all_at(offset, data) {
         Ok(()) => ffi::SQLITE_OK,
         Err(error) => code_of(&error, ffi::SQLITE_IOERR_WRITE),
@@ -419,7 +410,6 @@ unsafe extern "C" fn x_truncate(file: *mut ffi::sqlite3_file, size: i64) -> c_in
     if state.world.is_fenced() {
         return ffi::SQLITE_IOERR_TRUNCATE;
     }
-    trace("truncate", &state.path, format!("len={len_bytes}"));
     match state.file.set_len(len_bytes) {
         Ok(()) => ffi::SQLITE_OK,
         Err(error) => code_of(&error, ffi::SQLITE_IOERR_TRUNCATE),
@@ -432,7 +422,6 @@ unsafe extern "C" fn x_sync(file: *mut ffi::sqlite3_file, _flags: c_int) -> c_in
     if state.world.is_fenced() {
         return ffi::SQLITE_IOERR_FSYNC;
     }
-    trace("sync", &state.path, format!("dirsync={}", state.dir_sync_pending));
     if let Err(error) = state.file.sync() {
         return code_of(&error, ffi::SQLITE_IOERR_FSYNC);
     }
@@ -452,7 +441,6 @@ unsafe extern "C" fn x_file_size(file: *mut ffi::sqlite3_file, size: *mut i64) -
     if state.world.is_fenced() {
         return ffi::SQLITE_IOERR_FSTAT;
     }
-    trace("size", &state.path, format!("{:?}", state.file.len()));
     match state.file.len() {
         // SAFETY: `size` is a valid out-pointer per the xFileSize contract.
         Ok(len_bytes) => unsafe {
