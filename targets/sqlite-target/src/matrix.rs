@@ -186,5 +186,24 @@ pub fn render(results: &[CellResult], command: &str) -> String {
             result.agrees()
         );
     }
+    let pinned: Vec<String> = results
+        .iter()
+        .flat_map(|result| {
+            result.pinned.iter().map(move |(invariant, name)| {
+                let seed = result.findings.get(invariant).map_or(0, |outcome| outcome.seed);
+                format!("- `{name}`: {}, `{invariant}`, first found by seed {seed}", result.cell)
+            })
+        })
+        .collect();
+    if !pinned.is_empty() {
+        let _ = writeln!(
+            text,
+            "\nDisagreements, each pinned in `seeds/sqlite/` (`expect: fail`, replayed by `cargo test -p \
+             sqlite-target --test seeds`) and explained in ADR-sqlite-c:\n"
+        );
+        for line in pinned {
+            let _ = writeln!(text, "{line}");
+        }
+    }
     text
 }
