@@ -37,7 +37,11 @@ pub const SEED_FILES_MAX: usize = 10_000;
 /// Replay every seed file in `dir` against `T`, as a test harness (`harness = false`): parses the test
 /// arguments (`cargo test -- NAME` filters as usual), runs one test per file, exits non-zero if any failed.
 pub fn replay<T: Target>(dir: impl AsRef<Path>) -> ExitCode {
-    let arguments = Arguments::from_args();
+    let mut arguments = Arguments::from_args();
+    // A target whose seeds share process-wide state (SQLite's PRNG) replays them one at a time (ADR-sqlite-a).
+    if T::PARALLELISM != crate::target::SeedParallelism::Threads {
+        arguments.test_threads = Some(1);
+    }
     // A seed that expects a panic would print a backtrace: the failure report carries its message and location.
     crate::runner::install_panic_hook();
     let trials = match trials::<T>(dir.as_ref()) {

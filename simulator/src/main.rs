@@ -22,5 +22,12 @@ fn main() -> ExitCode {
         "redb",
         "build it with --features redb (cargo run --release -p simulator --features redb -- --target redb ...)",
     );
+    #[cfg(feature = "sqlite")]
+    let cli = cli.target::<sqlite_target::SqliteTarget>().feature("sqlite").package("sqlite-target");
+    #[cfg(not(feature = "sqlite"))]
+    let cli = cli.unbuilt(
+        "sqlite",
+        "build it with --features sqlite (cargo run --release -p simulator --features sqlite -- --target sqlite ...)",
+    );
     cli.run()
 }
