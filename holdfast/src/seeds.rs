@@ -38,7 +38,7 @@ pub const SEED_FILES_MAX: usize = 10_000;
 /// arguments (`cargo test -- NAME` filters as usual), runs one test per file, exits non-zero if any failed.
 pub fn replay<T: Target>(dir: impl AsRef<Path>) -> ExitCode {
     let mut arguments = Arguments::from_args();
-    // A target whose seeds share process-wide state (SQLite's PRNG) replays them one at a time (ADR-sqlite-a).
+    // A target whose seeds share process-wide state (SQLite's PRNG) replays them one at a time (ADR-0078).
     if T::PARALLELISM != crate::target::SeedParallelism::Threads {
         arguments.test_threads = Some(1);
     }

@@ -1,5 +1,5 @@
 //! The sqlite target's configuration: the (journal_mode, synchronous) cell and what SQLite's documentation
-//! promises in it, page and cache sizes, the workload; and the fault profiles (ADR-sqlite-b).
+//! promises in it, page and cache sizes, the workload; and the fault profiles (ADR-0079).
 
 #![forbid(unsafe_code)]
 

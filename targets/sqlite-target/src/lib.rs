@@ -1,4 +1,4 @@
-//! SQLite under the simulator (ADR-sqlite): all of SQLite — its files, directory syncs, clock, randomness and
+//! SQLite under the simulator (ADR-0078, ADR-0079, ADR-0080): all of SQLite — its files, directory syncs, clock, randomness and
 //! sleeps — runs inside the seeded world through a `sqlite3_vfs` over `env::Env` ([`vfs`]), unchanged, bundled by
 //! `rusqlite`. A seeded workload of SQL transactions over one table (inserts, updates, deletes, multi-row
 //! transactions, rollbacks, point and range reads, WAL checkpoints, integrity checks) is crashed at every point
@@ -23,7 +23,7 @@
 //! `sqlite.integrity_failures`) and the database is started over, never judged.
 //!
 //! `unsafe_code` is `deny` in this crate (its Cargo.toml) instead of the workspace's `forbid`, so that the one
-//! module [`vfs`] can `expect` it; every other module `forbid`s it (ADR-sqlite-a).
+//! module [`vfs`] can `expect` it; every other module `forbid`s it (ADR-0078).
 
 pub mod config;
 pub mod db;
@@ -31,7 +31,7 @@ pub mod matrix;
 pub mod model;
 pub mod ops;
 mod run;
-#[expect(unsafe_code, reason = "the sqlite3_vfs C interface, confined to this module (ADR-sqlite-a)")]
+#[expect(unsafe_code, reason = "the sqlite3_vfs C interface, confined to this module (ADR-0078)")]
 pub mod vfs;
 pub mod world;
 
@@ -145,7 +145,7 @@ impl Target for SqliteTarget {
     const FINDINGS_EXPECT_FAIL: bool = true;
     const SEEDS_SUBDIR: &'static str = "sqlite";
     /// SQLite's PRNG, its VFS registry and the thread's current world are process-wide or thread-wide: one seed
-    /// at a time per process (ADR-sqlite-a).
+    /// at a time per process (ADR-0078).
     const PARALLELISM: SeedParallelism = SeedParallelism::OneAtATime;
     type Config = SqliteConfig;
     type Op = Op;

@@ -1,4 +1,4 @@
-//! The `sqlite3_vfs` over `env::Env`: the one module of the workspace allowed `unsafe` code (ADR-sqlite-a).
+//! The `sqlite3_vfs` over `env::Env`: the one module of the workspace allowed `unsafe` code (ADR-0078).
 //!
 //! Every file SQLite opens (database, rollback journal, WAL, temporary files) is an `env::File`; `xDelete` with
 //! its directory-sync flag is `remove_file` then `sync_dir`; a newly created journal or WAL syncs its directory

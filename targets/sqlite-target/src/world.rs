@@ -1,5 +1,5 @@
 //! The world the VFS serves, in safe code: any [`Env`] behind an object-safe door ([`DynEnv`]), what the VFS
-//! reports of the disk, its counters, and the thread's current world (ADR-sqlite-a).
+//! reports of the disk, its counters, and the thread's current world (ADR-0078).
 //!
 //! SQLite calls its VFS through C function pointers with no context of ours, so the VFS finds the world on the
 //! calling thread: the target installs its world ([`install`]) before any SQLite call of a run, and every file

@@ -1,4 +1,4 @@
-//! The guarantee matrix of SQLite under the simulator (ADR-sqlite-b): a swarm per (journal_mode, synchronous)
+//! The guarantee matrix of SQLite under the simulator (ADR-0079): a swarm per (journal_mode, synchronous)
 //! cell under the `assumed` profile, written to `seeds/sqlite/MATRIX.md`, every disagreement with SQLite's
 //! documentation shrunk and pinned in `seeds/sqlite/`.
 //!

@@ -70,7 +70,7 @@ fn a_run_does_not_depend_on_the_seeds_before_it() {
 #[test]
 fn delete_full_loses_the_last_commit_and_extra_does_not() {
     let _serial = serial();
-    // ADR-sqlite-c: in DELETE mode the commit is the journal's unlink; FULL does not sync its directory, EXTRA does.
+    // ADR-0080: in DELETE mode the commit is the journal's unlink; FULL does not sync its directory, EXTRA does.
     let cell = |synchronous| Cell { journal_mode: JournalMode::Delete, synchronous };
     let lost = |synchronous| {
         (0..12u64)
