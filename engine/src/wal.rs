@@ -216,6 +216,19 @@ pub fn record_padding(bytes: &[u8], offset: usize) -> u16 {
     bytes.get(offset + 13..offset + 15).map_or(0, |field| u16::from_le_bytes(field.try_into().expect("2 bytes")))
 }
 
+/// Where a record appended to a segment ending at `end_offset` starts, and the zero gap before it, given how many
+/// bytes a sync has been issued for: the next sector boundary when the sector at the end holds such bytes (a torn,
+/// garbled append there could destroy them), else the end (ADR-0067). Pure: the writer and `specs::Storage` share it.
+pub fn next_append_start(end_offset: u64, sync_issued_offset: u64) -> (u64, u16) {
+    let sector_start = end_offset / WAL_SECTOR_BYTES * WAL_SECTOR_BYTES;
+    if sync_issued_offset > sector_start {
+        let start = sector_ceil(end_offset);
+        (start, u16::try_from(start - end_offset).expect("a gap is shorter than a sector"))
+    } else {
+        (end_offset, 0)
+    }
+}
+
 /// The next sector boundary at or after `offset`.
 pub fn sector_ceil(offset: u64) -> u64 {
     offset.div_ceil(WAL_SECTOR_BYTES) * WAL_SECTOR_BYTES
@@ -335,13 +348,7 @@ impl<F: File> WalWriter<F> {
     /// Where the next record starts, and the zero gap before it: the next sector boundary when the sector at the
     /// end holds bytes a sync was issued for (a torn, garbled append there could destroy them), else the end.
     fn next_start(&self) -> (u64, u16) {
-        let sector_start = self.end_offset / WAL_SECTOR_BYTES * WAL_SECTOR_BYTES;
-        if self.sync_issued_offset > sector_start {
-            let start = sector_ceil(self.end_offset);
-            (start, u16::try_from(start - self.end_offset).expect("a gap is shorter than a sector"))
-        } else {
-            (self.end_offset, 0)
-        }
+        next_append_start(self.end_offset, self.sync_issued_offset)
     }
 
     pub fn number(&self) -> u64 {

@@ -8,8 +8,9 @@
 //!
 //! On that disk the model runs the engine's protocols, every file operation a separate step:
 //! * **commit** (`engine/src/txn.rs`, `engine/src/wal.rs`): append a one-write batch record, built with the
-//!   shipped [`engine::wal::encode_record`] / [`engine::wal::encode_batch`], carrying the segment's synced
-//!   offset; a commit is acknowledged only once a sync covers its record (group commit).
+//!   shipped [`engine::wal::encode_record_padded`] / [`engine::wal::encode_batch`], carrying the segment's synced
+//!   offset, where [`engine::wal::next_append_start`] puts it (after a sync, at the next 512-byte boundary with
+//!   the zero gap declared, ADR-0067); a commit is acknowledged only once a sync covers its record (group commit).
 //! * **flush** (`engine/src/jobs.rs`): rotate — append a seal, sync, create the next segment, sync the
 //!   directory — then write the memtable's table, sync it, sync the directory, write `MANIFEST.tmp` (built with
 //!   [`engine::manifest::encode_manifest`]), sync it, rename it over `MANIFEST`, sync the directory, and only
@@ -59,7 +60,9 @@ use engine::recovery_rules::{
     SegmentEnd, UNSEALED_REASON, batch_follows, next_file_number, recovered_last_sequence, replays_segment,
     segment_counts, segment_end,
 };
-use engine::wal::{Batch, BatchWrite, Record, RecordKind, decode_segment, encode_batch, encode_record};
+use engine::wal::{
+    Batch, BatchWrite, Record, RecordKind, decode_segment, encode_batch, encode_record_padded, next_append_start,
+};
 use engine::{Sequence, ValueKind};
 use stateright::{Model, Property};
 
@@ -390,6 +393,17 @@ fn table_meta(number: u64, rows: &[Row]) -> TableMeta {
     }
 }
 
+/// Append one record to the current segment where the engine's writer would put it: after a sync, at the next
+/// sector boundary with the gap declared in the header (`engine::wal::next_append_start`, ADR-0067). The model's
+/// sync is issued and done in one step, so `wal_synced` is also the offset a sync was issued for.
+fn append_record(disk: &mut Disk, process: &mut Process, kind: RecordKind, payload: &[u8]) {
+    let (start, pad_bytes) = next_append_start(process.wal_end as u64, process.wal_synced as u64);
+    let record = encode_record_padded(kind, payload, process.wal_synced as u64, pad_bytes);
+    let start = usize::try_from(start).expect("a model segment is small");
+    process.wal_end = start + record.len();
+    disk.write(Name::Wal(process.wal), start, record);
+}
+
 /// One file operation (or in-memory effect) of a job, in the engine's order.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Step {
@@ -706,12 +720,7 @@ impl Storage {
         let step = state.process.job.remove(0);
         let (process, disk) = (&mut state.process, &mut state.disk);
         match step {
-            Step::AppendSeal => {
-                let record = encode_record(RecordKind::Seal, &[], process.wal_synced as u64);
-                let len = record.len();
-                disk.write(Name::Wal(process.wal), process.wal_end, record);
-                process.wal_end += len;
-            }
+            Step::AppendSeal => append_record(disk, process, RecordKind::Seal, &[]),
             Step::SyncWal => {
                 disk.sync_file(Name::Wal(process.wal));
                 process.wal_synced = process.wal_end;
@@ -769,10 +778,7 @@ impl Storage {
         let sequence = process.next_sequence;
         let write = BatchWrite { kind: ValueKind::Put, key: vec![id], value: vec![id] };
         let batch = Batch { first_sequence: sequence, writes: vec![write] };
-        let record = encode_record(RecordKind::Batch, &encode_batch(&batch), process.wal_synced as u64);
-        let len = record.len();
-        state.disk.write(Name::Wal(process.wal), process.wal_end, record);
-        process.wal_end += len;
+        append_record(&mut state.disk, process, RecordKind::Batch, &encode_batch(&batch));
         process.next_sequence += 1;
         process.memtable.push((sequence, id));
         state.history.push((sequence, id));
