@@ -144,6 +144,31 @@ impl FaultMenu {
         }
     }
 
+    /// The `assumed` menu of a store that runs no background tasks and orders its writes only by fsync (redb,
+    /// SQLite): crashes only, each decision keyed by (file, offset, sync epoch) (ADR-0039), so the order of the
+    /// store's writes between two syncs is its own business.
+    pub fn crashes_keyed_by_sync_epoch() -> Self {
+        Self { keying: FaultKeying::OffsetSyncEpoch, tasks: false, ..Self::crashes_only() }
+    }
+
+    /// The `beyond` menu of such a store: past its media assumptions — torn sectors that turn to garbage, fsync,
+    /// write and read errors, short writes, bit flips, latent sectors, misdirected writes (the standard kinds but
+    /// latency, for a store that reads no clock), each on in half the seeds, and every explicit fault; no disk
+    /// quota.
+    pub fn beyond_media_assumptions() -> Self {
+        let mut kinds = Self::standard().kinds;
+        kinds.retain(|&(kind, _)| kind != FaultKind::Latency);
+        Self {
+            kinds,
+            faults_on_ppm: 1_000_000,
+            kind_on_ppm: 500_000,
+            disk_full: false,
+            garbled_sectors: true,
+            explicit: ExplicitFaults::All,
+            ..Self::crashes_keyed_by_sync_epoch()
+        }
+    }
+
     /// The menu with BUGGIFY: half the seeds turn it on (FoundationDB's odds per site), and a swarm then requires
     /// sites to have fired. For systems that call `Env::buggify`.
     pub fn with_buggify(mut self) -> Self {

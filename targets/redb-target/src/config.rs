@@ -4,9 +4,9 @@
 
 use std::fmt;
 
-use holdfast::env::{DeterministicRng, FaultKeying, FaultKind};
+use holdfast::FaultMenu;
+use holdfast::env::DeterministicRng;
 use holdfast::kit::Workload;
-use holdfast::{ExplicitFaults, FaultMenu};
 use serde::{Deserialize, Serialize};
 
 /// The largest key space the redb target uses (every verification reads it all).
@@ -20,7 +20,7 @@ pub const READ_KEYS_MAX: u64 = 16;
 /// new bytes per sector, nothing outside the written range) the writes since the last `fdatasync`. Decisions are
 /// keyed by (file, offset, sync epoch) (ADR-0039); redb has no background tasks and no BUGGIFY sites.
 pub fn assumed_menu() -> FaultMenu {
-    FaultMenu { keying: FaultKeying::OffsetSyncEpoch, tasks: false, ..FaultMenu::crashes_only() }
+    FaultMenu::crashes_keyed_by_sync_epoch()
 }
 
 /// `beyond`: past those assumptions — torn sectors that turn to garbage (outside the written range too), fsync,
@@ -28,17 +28,7 @@ pub fn assumed_menu() -> FaultMenu {
 /// explicit failed syncs, failed writes and bit flips. The kinds and their largest ppm are the standard menu's
 /// but latency (redb reads no clock); each kind is on in half the seeds, as before the port.
 pub fn beyond_menu() -> FaultMenu {
-    let mut kinds = FaultMenu::standard().kinds;
-    kinds.retain(|&(kind, _)| kind != FaultKind::Latency);
-    FaultMenu {
-        kinds,
-        faults_on_ppm: 1_000_000,
-        kind_on_ppm: 500_000,
-        disk_full: false,
-        garbled_sectors: true,
-        explicit: ExplicitFaults::All,
-        ..assumed_menu()
-    }
+    FaultMenu::beyond_media_assumptions()
 }
 
 /// Integer weights of the target's own operations (0 turns a kind off).
@@ -194,7 +184,8 @@ impl fmt::Display for RedbConfig {
 
 #[cfg(test)]
 mod tests {
-    use holdfast::{FaultProfile, WorldConfig};
+    use holdfast::env::{FaultKeying, FaultKind};
+    use holdfast::{ExplicitFaults, FaultProfile, WorldConfig};
 
     use super::*;
 

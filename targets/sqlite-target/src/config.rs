@@ -5,9 +5,9 @@
 
 use std::fmt;
 
-use holdfast::env::{DeterministicRng, FaultKeying, FaultKind};
+use holdfast::FaultMenu;
+use holdfast::env::DeterministicRng;
 use holdfast::kit::Workload;
-use holdfast::{ExplicitFaults, FaultMenu};
 use serde::{Deserialize, Serialize};
 
 /// The largest key space (every recovery reads the whole table).
@@ -163,7 +163,7 @@ impl fmt::Display for Promise {
 /// Crash decisions keyed by (file, offset, sync epoch) (ADR-0039): the order of SQLite's writes between two
 /// syncs is its own business. No background tasks.
 pub fn assumed_menu() -> FaultMenu {
-    FaultMenu { keying: FaultKeying::OffsetSyncEpoch, tasks: false, ..FaultMenu::crashes_only() }
+    FaultMenu::crashes_keyed_by_sync_epoch()
 }
 
 /// `beyond`: the rest of the fault model — torn sectors that turn to garbage (then the VFS stops claiming
@@ -171,17 +171,7 @@ pub fn assumed_menu() -> FaultMenu {
 /// short writes, bit flips, latent sectors, misdirected writes, explicit faults. No latency (SQLite waits on no
 /// clock here) and no disk quota.
 pub fn beyond_menu() -> FaultMenu {
-    let mut kinds = FaultMenu::standard().kinds;
-    kinds.retain(|&(kind, _)| kind != FaultKind::Latency);
-    FaultMenu {
-        kinds,
-        faults_on_ppm: 1_000_000,
-        kind_on_ppm: 500_000,
-        disk_full: false,
-        garbled_sectors: true,
-        explicit: ExplicitFaults::All,
-        ..assumed_menu()
-    }
+    FaultMenu::beyond_media_assumptions()
 }
 
 /// Integer weights of the target's operations (0 turns one off).
