@@ -336,7 +336,7 @@ pub fn healed_faults(faults: &FaultConfig) -> FaultConfig {
 }
 
 fn draw_weights(rng: &mut DeterministicRng, menu: &FaultMenu) -> WorldWeights {
-    let mut on = |max: u64, off_ppm: u32| if rng.chance_ppm(off_ppm) { 0 } else { rng.range_inclusive(1, max) };
+    let mut on = |max: u64, off_ppm: u32| crate::kit::weight_or_off(rng, off_ppm, 1, max);
     let weights = WorldWeights {
         op: 200,
         run_task: on(60, 100_000),

@@ -1,6 +1,7 @@
 //! Helpers most key-value targets want: values as data ([`ValueSpec`], whose bytes are a pure function of it),
 //! rendered keys whose byte order is numeric order, value signatures, a seeded key-value workload shape, the
-//! tuning knobs of an LSM tree as data ([`LsmTuning`]), and "smaller numbers" for shrinking.
+//! tuning knobs of an LSM tree as data ([`LsmTuning`]), weights drawn on or off ([`weight_or_off`]), and "smaller
+//! numbers" for shrinking.
 
 use env::DeterministicRng;
 use env::random::{hash_bytes, mix64};
@@ -191,6 +192,12 @@ pub struct LsmTuning {
     pub block_cache_bytes: u64,
 }
 
+/// A weight for one kind of step or operation: 0 (off) with probability `off_ppm`, else uniform in `min..=max`.
+/// Draws the coin first, then the weight, so a configuration drawn with it stays a pure function of the stream.
+pub fn weight_or_off(rng: &mut DeterministicRng, off_ppm: u32, min: u64, max: u64) -> u64 {
+    if rng.chance_ppm(off_ppm) { 0 } else { rng.range_inclusive(min, max) }
+}
+
 /// Smaller variants of a number, smallest first: `floor`, then half way, then one less. Never `n`.
 pub fn smaller(n: u64, floor: u64) -> Vec<u64> {
     let mut out = Vec::new();
@@ -214,6 +221,17 @@ pub fn smaller_u32(n: u32, floor: u32) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_weight_is_off_at_the_given_odds_and_in_range_when_on() {
+        let mut rng = DeterministicRng::stream(7, "weights");
+        assert!((0..100).all(|_| weight_or_off(&mut rng, 1_000_000, 1, 5) == 0));
+        let on: Vec<u64> = (0..1000).map(|_| weight_or_off(&mut rng, 0, 2, 15)).collect();
+        assert!(on.iter().all(|&weight| (2..=15).contains(&weight)));
+        assert!(on.contains(&2) && on.contains(&15), "both ends are drawn");
+        let off = (0..10_000).filter(|_| weight_or_off(&mut rng, 300_000, 1, 3) == 0).count();
+        assert!((2_500..3_500).contains(&off), "about 30% off: {off}");
+    }
 
     #[test]
     fn keys_render_and_parse_back_in_numeric_byte_order() {

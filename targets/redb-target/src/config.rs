@@ -6,7 +6,7 @@ use std::fmt;
 
 use holdfast::FaultMenu;
 use holdfast::env::DeterministicRng;
-use holdfast::kit::Workload;
+use holdfast::kit::{Workload, weight_or_off};
 use serde::{Deserialize, Serialize};
 
 /// The largest key space the redb target uses (every verification reads it all).
@@ -111,7 +111,7 @@ impl RedbConfig {
         let mut rng = DeterministicRng::stream(seed, "redb");
         let workload = Workload::draw(&mut rng, KEY_COUNT_MAX);
         let write = rng.range_inclusive(20, 60);
-        let mut on = |max: u64, off_ppm: u32| if rng.chance_ppm(off_ppm) { 0 } else { rng.range_inclusive(1, max) };
+        let mut on = |max: u64, off_ppm: u32| weight_or_off(&mut rng, off_ppm, 1, max);
         let weights = OpWeights {
             write,
             read: on(30, 100_000),

@@ -7,7 +7,7 @@ use std::fmt;
 
 use holdfast::FaultMenu;
 use holdfast::env::DeterministicRng;
-use holdfast::kit::Workload;
+use holdfast::kit::{Workload, weight_or_off};
 use serde::{Deserialize, Serialize};
 
 /// The largest key space (every recovery reads the whole table).
@@ -239,7 +239,7 @@ impl SqliteConfig {
         let page_size_bytes = [512, 1024, 4096, 8192][rng.index(4)];
         let cache_size_pages = [10, 32, 200, 2000][rng.index(4)];
         let wal_autocheckpoint_pages = [0, 8, 100, 1000][rng.index(4)];
-        let mut on = |max: u64, off_ppm: u32| if rng.chance_ppm(off_ppm) { 0 } else { rng.range_inclusive(1, max) };
+        let mut on = |max: u64, off_ppm: u32| weight_or_off(&mut rng, off_ppm, 1, max);
         let weights = OpWeights {
             transaction: 40,
             get: on(20, 100_000),

@@ -5,7 +5,7 @@
 
 use engine::{Options, SyncMode};
 use holdfast::env::DeterministicRng;
-use holdfast::kit::{LsmTuning, smaller_u32};
+use holdfast::kit::{LsmTuning, smaller_u32, weight_or_off};
 use serde::{Deserialize, Serialize};
 
 /// The fewest clients a generated run has.
@@ -118,10 +118,10 @@ impl TxnConfig {
             get: rng.range_inclusive(10, 40),
             put: rng.range_inclusive(10, 40),
             delete: rng.range_inclusive(0, 10),
-            scan: if rng.chance_ppm(200_000) { 0 } else { rng.range_inclusive(2, 15) },
+            scan: weight_or_off(&mut rng, 200_000, 2, 15),
         };
         let flush = rng.range_inclusive(1, 4);
-        let compact = if rng.chance_ppm(100_000) { 0 } else { rng.range_inclusive(1, 4) };
+        let compact = weight_or_off(&mut rng, 100_000, 1, 4);
         let config = Self {
             clients,
             key_count,
