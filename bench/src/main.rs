@@ -264,14 +264,20 @@ fn load_warning(when: &str, loadavg: &str, cpus: usize) -> Option<String> {
     })
 }
 
-/// Reset the process's peak resident set (Linux: `echo 5 > /proc/self/clear_refs`), so `peak_rss_kib` reads the
-/// peak from now on. Best effort: without it the reading is the peak since the process started.
-fn reset_peak_rss() {
-    let _ = std::fs::write("/proc/self/clear_refs", "5");
+/// Reset the process's peak resident set (Linux: `echo 5 > /proc/self/clear_refs`), so [`peak_rss_kib`] reads the
+/// peak from now on. False where the OS refuses: the peak would then be the whole process's, not the row's.
+/// (Real files on purpose: bench/ measures the real machine, ADR-0002's bans are for simulated code.)
+#[must_use]
+fn reset_peak_rss() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
 }
 
-/// The process's peak resident set since the last reset, in KiB (`VmHWM` in /proc/self/status).
-fn peak_rss_kib() -> Option<u64> {
+/// The process's peak resident set since a reset that succeeded, in KiB (`VmHWM` in /proc/self/status); None
+/// without one, so a row never reports another row's peak as its own.
+fn peak_rss_kib(reset: bool) -> Option<u64> {
+    if !reset {
+        return None;
+    }
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
     line.split_whitespace().nth(1)?.parse().ok()
@@ -458,7 +464,7 @@ fn session(spec: &EngineSpec, synced: bool, args: &Args, workloads: &[Workload],
     // Bulk load: `runs` loads into fresh directories; the last one is kept for the workloads.
     let mut loads = Vec::new();
     let mut kept: Option<Arc<dyn Backend>> = None;
-    reset_peak_rss();
+    let reset = reset_peak_rss();
     for run in 0..args.runs {
         let dir = base.join(format!("load-{run}"));
         drop(kept.take());
@@ -502,7 +508,7 @@ fn session(spec: &EngineSpec, synced: bool, args: &Args, workloads: &[Workload],
     }
     let b = kept.expect("at least one run");
     let mut row = row_from(spec.name, Workload::BulkLoad, 1, synced, args.records, loads);
-    row.peak_rss_kib = peak_rss_kib();
+    row.peak_rss_kib = peak_rss_kib(reset);
     row.layout = Some(b.layout());
     row.detail =
         Some("ops = keys loaded; p50/p99 = latency of one 1000-key commit; time includes the final flush".into());
@@ -539,7 +545,7 @@ fn session(spec: &EngineSpec, synced: bool, args: &Args, workloads: &[Workload],
                 continue;
             }
             let layout = b.layout();
-            reset_peak_rss();
+            let reset = reset_peak_rss();
             let t0 = Instant::now();
             let runs = catch(|| {
                 (0..args.runs)
@@ -551,7 +557,7 @@ fn session(spec: &EngineSpec, synced: bool, args: &Args, workloads: &[Workload],
                 Err(e) => error_row(spec.name, w.name(), threads, synced, args.records, e),
             };
             row.layout = Some(layout);
-            row.peak_rss_kib = peak_rss_kib();
+            row.peak_rss_kib = peak_rss_kib(reset);
             push(rows, row);
             if t0.elapsed() > (args.warmup + args.duration) * (args.runs as u32) * 20 {
                 log(&format!("{}: {} ran far over its budget", spec.name, w.name()));
