@@ -365,7 +365,7 @@ impl<E: Env> Db<E> {
         Err(Error::Closed { reason: format!("compaction did not finish within {STALL_WAITS_MAX} waits") })
     }
 
-    /// Wait until no background work is left, seal and sync the log, release the lock. Complete (ADR-0071, ADR-0072, ADR-0073, ADR-0074, ADR-0075, ADR-0076, ADR-0077): no
+    /// Wait until no background work is left, seal and sync the log, release the lock. Complete (ADR-0075): no
     /// task of this database runs after it returns, and every later call fails with `Error::Closed`, on this
     /// handle and on the transactions and scan iterators opened before.
     pub fn close(&self) -> Result<()> {

@@ -29,7 +29,7 @@ pub struct Options {
     pub immutable_memtables_max: usize,
     /// Target size of a compaction output table.
     pub table_size_bytes_target: u64,
-    /// The most transactions the conflict tracker holds records for, active and retained (ADR-0071, ADR-0072, ADR-0073, ADR-0074, ADR-0075, ADR-0076, ADR-0077).
+    /// The most transactions the conflict tracker holds records for, active and retained (ADR-0072).
     pub tracked_transactions_max: usize,
 }
 

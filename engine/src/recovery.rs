@@ -134,7 +134,7 @@ pub(crate) fn open<E: Env>(env: E, dir: &Path, options: Options) -> Result<Db<E>
     Ok(Db { inner })
 }
 
-/// Refuse a directory that lost a file recovery cannot do without (ADR-0071, ADR-0072, ADR-0073, ADR-0074, ADR-0075, ADR-0076, ADR-0077), before creating or deleting
+/// Refuse a directory that lost a file recovery cannot do without (ADR-0073, ADR-0074), before creating or deleting
 /// anything: with no `MANIFEST`, a table or a non-empty log segment means the manifest is missing, not that the
 /// database is new (an empty segment alone is what a crash during the very first open leaves, ADR-0033); with a
 /// manifest, the log segment it names exists until a later manifest names a newer one. Missing tables are
@@ -287,7 +287,7 @@ fn install_recovered<E: Env>(inner: &Arc<Inner<E>>, memtable: &Memtable) -> Resu
     if result.is_err() {
         let number = inner.state().wal.number();
         // Kept when the installed manifest names it (an error after the manifest's rename): a manifest's log
-        // segment must exist (ADR-0071, ADR-0072, ADR-0073, ADR-0074, ADR-0075, ADR-0076, ADR-0077). When the manifest cannot be read, kept too: an empty segment is
+        // segment must exist (ADR-0074). When the manifest cannot be read, kept too: an empty segment is
         // harmless, a missing one is not.
         let named = read_manifest(&inner.env, &inner.dir).map_or(true, |m| m.is_some_and(|m| m.log_number == number));
         if !named {

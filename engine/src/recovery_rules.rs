@@ -1,4 +1,4 @@
-//! The pure rules of recovery (ADR-0012, ADR-0015, ADR-0033; ADR-0059, ADR-0060, ADR-0061, ADR-0062): which log segments replay, which of
+//! The pure rules of recovery (ADR-0012, ADR-0015, ADR-0033; ADR-0062): which log segments replay, which of
 //! them counts as the last, how each may end, and where sequences and file numbers continue. `recovery.rs` applies
 //! them to real files; `specs::Storage` calls the same functions on its model disk, so the model checks these
 //! rules and not a copy of them. Everything here is a function of values: no file, no lock, no canary.

@@ -90,7 +90,7 @@ pub enum ConflictCause {
         key: Vec<u8>,
     },
     /// The tracker was full (`Options::tracked_transactions_max`) and this was the oldest active transaction: it
-    /// was ended to make room (a read-only one too: it ends, it does not abort; ADR-0071, ADR-0072, ADR-0073, ADR-0074, ADR-0075, ADR-0076, ADR-0077). Retry it. No key.
+    /// was ended to make room (a read-only one too: it ends, it does not abort; ADR-0072). Retry it. No key.
     Expired,
 }
 
@@ -275,7 +275,7 @@ impl ConflictTracker {
         }
     }
 
-    /// [`ConflictTracker::begin`], first making room in a full tracker (ADR-0071, ADR-0072, ADR-0073, ADR-0074, ADR-0075, ADR-0076, ADR-0077): the active transaction with
+    /// [`ConflictTracker::begin`], first making room in a full tracker (ADR-0072): the active transaction with
     /// the oldest snapshot is ended — a writer aborted, a read-only one finished at the visible sequence (a reader
     /// that stops reading is one that ended then) — and the records nobody needs any more are pruned, until there
     /// is room. Fails with [`ConflictCause::Expired`] when every record left is a commit in flight.
@@ -345,7 +345,7 @@ impl ConflictTracker {
     pub fn safe_snapshot(&self, visible: Sequence) -> Sequence {
         // A commit's writes take consecutive sequences ending at its commit sequence: a safe snapshot must be below
         // the *first* of them, or the reader would see part of the commit (found by the txn target; `specs::Ssi`
-        // keeps the rule that stepped below the commit sequence as a known-bad variant, ADR-0059, ADR-0060, ADR-0061, ADR-0062).
+        // keeps the rule that stepped below the commit sequence as a known-bad variant, ADR-0061).
         let unsafe_spans: Vec<(Sequence, Sequence)> =
             self.straddles().iter().map(|straddle| (straddle.out_first, straddle.pivot_commit)).collect();
         snapshot_outside(visible, &unsafe_spans)

@@ -71,7 +71,7 @@ pub(crate) fn key_range<'a>(range: &impl RangeBounds<&'a [u8]>) -> KeyRange {
 
 /// The rows a scan returns: `Result<(key, value)>` in key order. It borrows its transaction (ADR-0064): the
 /// transaction cannot commit, roll back, write or be dropped while the iterator lives. Once the database is closed,
-/// the next row is `Err(Error::Closed)` (and the iterator ends): a closed database serves nothing (ADR-0071, ADR-0072, ADR-0073, ADR-0074, ADR-0075, ADR-0076, ADR-0077).
+/// the next row is `Err(Error::Closed)` (and the iterator ends): a closed database serves nothing (ADR-0075).
 pub struct ScanIter<'txn> {
     rows: std::vec::IntoIter<(Vec<u8>, Vec<u8>)>,
     closed: Box<dyn Fn() -> bool + Send + Sync>,
@@ -150,7 +150,7 @@ impl<E: Env> Db<E> {
         })
     }
 
-    /// Start tracking a transaction, expiring the oldest ones when the tracker is full (ADR-0071, ADR-0072, ADR-0073, ADR-0074, ADR-0075, ADR-0076, ADR-0077).
+    /// Start tracking a transaction, expiring the oldest ones when the tracker is full (ADR-0072).
     pub(crate) fn track(&self, state: &mut State<E>, snapshot: Sequence, read_only: bool) -> Result<TxnId> {
         let expired_before = state.tracker.stats.expired;
         let tracked = state.tracker.try_begin(snapshot, read_only);
@@ -212,7 +212,7 @@ fn release_snapshot<E: Env>(state: &mut State<E>, snapshot: Sequence) {
     }
 }
 
-/// A batch of `writes` over the log's record limit is `InvalidArgument` (ADR-0071, ADR-0072, ADR-0073, ADR-0074, ADR-0075, ADR-0076, ADR-0077).
+/// A batch of `writes` over the log's record limit is `InvalidArgument` (ADR-0071).
 fn check_payload(payload_bytes: usize) -> Result<()> {
     if payload_bytes > crate::wal::RECORD_PAYLOAD_BYTES_MAX {
         let limit = crate::wal::RECORD_PAYLOAD_BYTES_MAX;
@@ -383,7 +383,7 @@ impl<E: Env> ReadTransaction<E> {
         Ok(value)
     }
 
-    /// A read-only transaction never aborts for a conflict; it can only be expired (ADR-0071, ADR-0072, ADR-0073, ADR-0074, ADR-0075, ADR-0076, ADR-0077).
+    /// A read-only transaction never aborts for a conflict; it can only be expired (ADR-0072).
     fn expired_only(&self, tracked: Result<(), Conflict>) -> Result<()> {
         tracked.map_err(|error| {
             assert!(error.cause == ConflictCause::Expired, "a read-only transaction was chosen to abort");

@@ -14,7 +14,7 @@ pub const KEY_SIZE_BYTES_MAX: usize = 64 * 1024;
 pub const VALUE_SIZE_BYTES_MAX: usize = 16 * 1024 * 1024;
 
 /// The one check of a write's key and value (every write path): a key is 1 to [`KEY_SIZE_BYTES_MAX`] bytes (empty
-/// keys are invalid, ADR-0071, ADR-0072, ADR-0073, ADR-0074, ADR-0075, ADR-0076, ADR-0077), a value at most [`VALUE_SIZE_BYTES_MAX`]; else `InvalidArgument`.
+/// keys are invalid, ADR-0076), a value at most [`VALUE_SIZE_BYTES_MAX`]; else `InvalidArgument`.
 pub(crate) fn check_write(key: &[u8], value: &[u8]) -> crate::Result<()> {
     let message = if key.is_empty() {
         "an empty key is invalid".to_string()

@@ -130,7 +130,7 @@ fn recovery_manifest_last_sequence_past_max_then_put() {
 }
 
 /// A manifest naming no tables and log number 0 (replay every segment): without one, a directory holding log data
-/// is refused before replay (ADR-0071, ADR-0072, ADR-0073, ADR-0074, ADR-0075, ADR-0076, ADR-0077), and these regressions must still reach the replay.
+/// is refused before replay (ADR-0073), and these regressions must still reach the replay.
 fn manifest() -> Vec<u8> {
     forged_manifest(2, 0)
 }

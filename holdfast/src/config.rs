@@ -80,7 +80,7 @@ pub struct FaultMenu {
     /// A seed may turn crash-garbled torn sectors on (breaks "powersafe overwrite").
     pub garbled_sectors: bool,
     /// The target claims to survive garbled torn sectors (its writes never share a sector with synced data):
-    /// a garbled sector then excuses nothing and damages nothing (ADR-0067, ADR-0068, ADR-0069), so any loss is its bug.
+    /// a garbled sector then excuses nothing and damages nothing (ADR-0067), so any loss is its bug.
     pub garbled_sectors_survived: bool,
     /// A seed may turn BUGGIFY on.
     pub buggify: bool,
@@ -176,7 +176,7 @@ impl FaultMenu {
         self
     }
 
-    /// The menu with directory-operation faults (ADR-0067, ADR-0068, ADR-0069): EIO from `sync_dir`, EIO or ENOSPC from a create,
+    /// The menu with directory-operation faults (ADR-0068): EIO from `sync_dir`, EIO or ENOSPC from a create,
     /// rename or remove. For systems that surface those as errors and lose nothing acknowledged.
     pub fn with_directory_faults(mut self) -> Self {
         for kind in DIRECTORY_FAULTS {
@@ -224,7 +224,7 @@ pub struct WorldWeights {
     pub crash: u64,
     pub crash_at_io: u64,
     pub crash_during_recovery: u64,
-    /// The hostile operator: while the system is closed, a file it needs is deleted or renamed (ADR-0071, ADR-0072, ADR-0073, ADR-0074, ADR-0075, ADR-0076, ADR-0077).
+    /// The hostile operator: while the system is closed, a file it needs is deleted or renamed (ADR-0077).
     /// Absent from a schedule (and from its digest) when zero.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub tamper: u64,

@@ -34,7 +34,7 @@ pub enum WorldStep {
     RunTask { name: String },
     /// The hostile operator: close the system, delete or rename a file it needs (chosen by family and age among
     /// [`crate::Target::tamper_sites`]), and open it: it must refuse with corruption naming that file, delete
-    /// nothing, and open with everything once the file is put back (ADR-0071, ADR-0072, ADR-0073, ADR-0074, ADR-0075, ADR-0076, ADR-0077).
+    /// nothing, and open with everything once the file is put back (ADR-0077).
     Tamper(Tamper),
 }
 

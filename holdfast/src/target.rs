@@ -106,7 +106,7 @@ pub struct SystemError {
     /// The error's full text, for reports.
     pub message: String,
     /// The file the error names, if it names one (a corruption error names the damaged or missing file): a
-    /// hostile-operator tamper excuses a refusal that names the tampered file (ADR-0071, ADR-0072, ADR-0073, ADR-0074, ADR-0075, ADR-0076, ADR-0077).
+    /// hostile-operator tamper excuses a refusal that names the tampered file (ADR-0077).
     pub file: Option<std::path::PathBuf>,
 }
 
@@ -293,7 +293,7 @@ pub trait Target: Sized {
 
     /// Files the system cannot open without, with the system closed: a hostile-operator `tamper` step deletes or
     /// renames one and the open must refuse with a corruption error naming it ([`SystemError::file`]). Called
-    /// after [`Target::close`]. None (the default): no tamper steps for this target (ADR-0071, ADR-0072, ADR-0073, ADR-0074, ADR-0075, ADR-0076, ADR-0077).
+    /// after [`Target::close`]. None (the default): no tamper steps for this target (ADR-0077).
     fn tamper_sites(&self, _env: &SimEnv) -> Vec<std::path::PathBuf> {
         Vec::new()
     }

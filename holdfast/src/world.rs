@@ -19,7 +19,7 @@
 //! * `latent_sector`, `misdirected_write`, `explicit_corruption`, `crash_garbled_sector` — the run is *damaged*:
 //!   errors of every kind are allowed from then on, an open may fail for good (the run then ends
 //!   "unrecoverable", which passes), and the target's checks may weaken ([`World::damaged`]) — but only for data
-//!   that could have lived where the damage landed: [`World::damage`] names the damaged files (ADR-0067, ADR-0068, ADR-0069), and
+//!   that could have lived where the damage landed: [`World::damage`] names the damaged files (ADR-0069), and
 //!   a target checks everything else exactly.
 //! * `crash_garbled_sector` when the target claims to survive it ([`crate::FaultMenu::garbled_sectors_survived`]):
 //!   excuses nothing and damages nothing, like a torn write — a system whose writes never share a sector with
@@ -69,7 +69,7 @@ pub fn rule(kind: FaultKind, claims: Claims) -> (bool, bool) {
     (excuses_errors(kind), kind.destroys_data())
 }
 
-/// Where the data-destroying faults of a run landed (ADR-0067, ADR-0068, ADR-0069).
+/// Where the data-destroying faults of a run landed (ADR-0069).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Damage {
@@ -235,7 +235,7 @@ impl World {
         assert!(self.damage != Damage::None, "a damaging fault fired but none was located");
     }
 
-    /// Where data-destroying faults landed so far (ADR-0067, ADR-0068, ADR-0069): a target weakens a check only for data that
+    /// Where data-destroying faults landed so far (ADR-0069): a target weakens a check only for data that
     /// could have lived in a damaged file, and checks everything else exactly.
     pub fn damage(&mut self) -> &Damage {
         self.poll_faults();

@@ -31,7 +31,7 @@ pub fn replay_on_real_io(schedule: &ScheduleOf<EngineTarget>) -> Result<RealIo, 
             Op::Scan { start, end } => db.scan(&key_bytes(*start), &key_bytes(*end)).map(drop),
             Op::Flush => db.flush(),
             Op::Compact => db.compact(),
-            // The edge-of-the-API operations (ADR-0071, ADR-0072, ADR-0073, ADR-0074, ADR-0075, ADR-0076, ADR-0077) are checks, not load: not timed.
+            // The edge-of-the-API operations (ADR-0071 to ADR-0076) are checks, not load: not timed.
             Op::OddKey { .. } | Op::BigTxn { .. } | Op::HoldReader | Op::ReleaseReader | Op::CloseRacing { .. } => {
                 continue;
             }

@@ -1,4 +1,4 @@
-//! Which source files each model mirrors, and the hash of them a committed check log records (ADR-0059, ADR-0060, ADR-0061, ADR-0062).
+//! Which source files each model mirrors, and the hash of them a committed check log records (ADR-0060).
 //!
 //! The files are compiled into this crate (`include_bytes!`), so the hash a log records is the hash of the very
 //! code the checker that wrote it ran — the engine code the model calls or mirrors, and the model itself — and

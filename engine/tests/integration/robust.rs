@@ -1,4 +1,4 @@
-//! The engine at the edges of its API (ADR-0071, ADR-0072, ADR-0073, ADR-0074, ADR-0075, ADR-0076, ADR-0077): oversize transactions, empty and maximal keys, a full
+//! The engine at the edges of its API (ADR-0071 to ADR-0076): oversize transactions, empty and maximal keys, a full
 //! conflict tracker, `close` with work and handles outstanding, and a directory that lost a file.
 
 use std::path::{Path, PathBuf};

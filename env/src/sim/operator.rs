@@ -1,5 +1,5 @@
 //! The operator: someone outside the system under test who moves or deletes its files while it is down (the
-//! hostile-operator world step, ADR-0071, ADR-0072, ADR-0073, ADR-0074, ADR-0075, ADR-0076, ADR-0077). No fault fires, no IO is counted, and the change is durable at
+//! hostile-operator world step, ADR-0077). No fault fires, no IO is counted, and the change is durable at
 //! once (as if the operator ran `sync`): it is not the system's IO, so the crash model does not apply to it.
 
 use std::path::Path;

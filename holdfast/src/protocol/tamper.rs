@@ -1,4 +1,4 @@
-//! The hostile operator (ADR-0071, ADR-0072, ADR-0073, ADR-0074, ADR-0075, ADR-0076, ADR-0077): while the system is closed, someone deletes or renames a file it needs.
+//! The hostile operator (ADR-0077): while the system is closed, someone deletes or renames a file it needs.
 //! The system must refuse to open with a corruption error naming that file ([`crate::SystemError::file`]) and
 //! delete nothing; then the framework puts the file back, and the system opens with everything. If it opens
 //! without the file instead, the target verifies it as after any recovery: it may not have lost anything.

@@ -142,7 +142,7 @@ fn main() -> ExitCode {
     if args.variant.is_none()
         && let Some(header) = specs::sources::log_header(report.model)
     {
-        // The committed log of the shipped protocol records the hash of the sources it checked (ADR-0059, ADR-0060, ADR-0061, ADR-0062).
+        // The committed log of the shipped protocol records the hash of the sources it checked (ADR-0060).
         text = format!("{header}{text}");
     }
     print!("{text}");
