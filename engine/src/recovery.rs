@@ -116,7 +116,7 @@ pub(crate) fn open<E: Env>(env: E, dir: &Path, options: Options) -> Result<Db<E>
         full_compaction: false,
         pending_outputs: BTreeSet::new(),
         poisoned: None,
-        closed: false,
+        closed: crate::db::ClosedFlag::default(),
         flush_count: 0,
         compaction_count: 0,
         snapshots: BTreeMap::new(),

@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use env::{Env, File, TaskHandle, TaskStep};
 
-use crate::db::{Db, Inner, PendingCommit, State};
+use crate::db::{ClosedFlag, Db, Inner, PendingCommit, State};
 use crate::error::{Error, Result};
 use crate::options::SyncMode;
 use crate::ssi::{Conflict, ConflictCause, KeyRange, TxnId};
@@ -74,15 +74,14 @@ pub(crate) fn key_range<'a>(range: &impl RangeBounds<&'a [u8]>) -> KeyRange {
 /// the next row is `Err(Error::Closed)` (and the iterator ends): a closed database serves nothing (ADR-0075).
 pub struct ScanIter<'txn> {
     rows: std::vec::IntoIter<(Vec<u8>, Vec<u8>)>,
-    closed: Box<dyn Fn() -> bool + Send + Sync>,
+    closed: ClosedFlag,
     transaction: PhantomData<&'txn mut ()>,
 }
 
 impl ScanIter<'_> {
     fn new<E: Env>(db: &Db<E>, rows: Vec<(Vec<u8>, Vec<u8>)>) -> Self {
-        let weak = Arc::downgrade(&db.inner);
-        let closed = move || weak.upgrade().is_none_or(|inner| inner.state().closed);
-        Self { rows: rows.into_iter(), closed: Box::new(closed), transaction: PhantomData }
+        let closed = db.inner.state().closed.clone();
+        Self { rows: rows.into_iter(), closed, transaction: PhantomData }
     }
 }
 
@@ -96,7 +95,7 @@ impl Iterator for ScanIter<'_> {
     type Item = Result<(Vec<u8>, Vec<u8>)>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.rows.len() > 0 && (self.closed)() {
+        if self.rows.len() > 0 && self.closed.is_set() {
             self.rows = Vec::new().into_iter();
             return Some(Err(Error::Closed { reason: "closed by Db::close".into() }));
         }
