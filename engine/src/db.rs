@@ -11,8 +11,8 @@ use crate::error::{Error, Result};
 use crate::memtable::Memtable;
 use crate::options::Options;
 use crate::sstable::BlockCache;
-use crate::types::{Lookup, Sequence, ValueKind, check_write};
-use crate::version::{EntrySource, MergeIter, Version};
+use crate::types::{Sequence, ValueKind, check_write};
+use crate::version::Version;
 use crate::wal::{Batch, BatchWrite, RecordKind, WalWriter};
 
 /// How many times a write waits for a flush before giving up on a stall (each wait finishes a flush).
@@ -219,83 +219,19 @@ impl<E: Env> Db<E> {
 
     /// The latest value of `key`.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let snapshot = self.inner.state().last_sequence;
-        self.get_at(key, snapshot)
+        let view = self.inner.read_view()?;
+        view.get(key, view.last_sequence)
     }
 
     /// The value of `key` as of `snapshot`.
     pub(crate) fn get_at(&self, key: &[u8], snapshot: Sequence) -> Result<Option<Vec<u8>>> {
-        let (memtable, immutables, version) = {
-            let state = self.inner.state();
-            state.check_open()?;
-            // No allocation unless memtables wait for a flush (ADR-0065).
-            let immutables: Vec<Arc<Memtable>> =
-                state.immutables.iter().rev().map(|immutable| Arc::clone(&immutable.memtable)).collect();
-            (Arc::clone(&state.memtable), immutables, Arc::clone(&state.version))
-        };
-        for memtable in std::iter::once(&memtable).chain(&immutables) {
-            match memtable.get(key, snapshot) {
-                Lookup::Found(value) => return Ok(Some(value)),
-                // Canary: the tombstone reads as not-found and the search falls through to older tables.
-                Lookup::Deleted if crate::canary::active("tombstone-fallthrough") => {}
-                Lookup::Deleted => return Ok(None),
-                Lookup::NotFound => {}
-            }
-        }
-        match version.get(key, snapshot)? {
-            Lookup::Found(value) => Ok(Some(value)),
-            Lookup::Deleted | Lookup::NotFound => Ok(None),
-        }
+        self.inner.read_view()?.get(key, snapshot)
     }
 
     /// Every live (key, value) with `start <= key < end`, at the latest state, in key order.
     pub fn scan(&self, start: &[u8], end: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let snapshot = self.inner.state().last_sequence;
-        self.scan_at(start, Some(end), snapshot, usize::MAX)
-    }
-
-    /// Visible (key, value) pairs in `[start, end)` as of `snapshot`, at most `limit`.
-    pub(crate) fn scan_at(
-        &self,
-        start: &[u8],
-        end: Option<&[u8]>,
-        snapshot: Sequence,
-        limit: usize,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let (memtables, version) = {
-            let state = self.inner.state();
-            state.check_open()?;
-            let mut memtables = vec![Arc::clone(&state.memtable)];
-            memtables.extend(state.immutables.iter().rev().map(|immutable| Arc::clone(&immutable.memtable)));
-            (memtables, Arc::clone(&state.version))
-        };
-        let mut sources: Vec<EntrySource<'_>> = Vec::new();
-        for memtable in &memtables {
-            sources.push(Box::new(memtable.entries_from(start).map(Ok)));
-        }
-        for live in version.tables() {
-            sources.push(Box::new(live.table.iter_from(start)));
-        }
-        let mut rows = Vec::new();
-        // The user key whose visible version was taken: one buffer, reused from row to row (ADR-0065).
-        let (mut current, mut has_current) = (Vec::new(), false);
-        for entry in MergeIter::new(sources) {
-            let entry = entry?;
-            if end.is_some_and(|end| entry.key.user_key.as_slice() >= end) || rows.len() >= limit {
-                break;
-            }
-            if entry.key.sequence > snapshot || (has_current && current == entry.key.user_key) {
-                continue;
-            }
-            current.clear();
-            current.extend_from_slice(&entry.key.user_key);
-            has_current = true;
-            if entry.kind == ValueKind::Put {
-                rows.push((entry.key.user_key, entry.value));
-            }
-        }
-        debug_assert!(rows.windows(2).all(|pair| pair[0].0 < pair[1].0), "scan rows out of order");
-        Ok(rows)
+        let view = self.inner.read_view()?;
+        view.scan(start, Some(end), view.last_sequence, usize::MAX)
     }
 
     /// A blind write as a one-write transaction: submit, then wait for the shared sync. Returns its sequence.

@@ -30,6 +30,7 @@ pub mod sstable;
 mod txn;
 mod types;
 mod version;
+mod view;
 pub mod wal;
 
 pub use db::{Db, FILE_NUMBER_MAX, Stats};

@@ -79,8 +79,7 @@ pub struct ScanIter<'txn> {
 }
 
 impl ScanIter<'_> {
-    fn new<E: Env>(db: &Db<E>, rows: Vec<(Vec<u8>, Vec<u8>)>) -> Self {
-        let closed = db.inner.state().closed.clone();
+    fn new(closed: ClosedFlag, rows: Vec<(Vec<u8>, Vec<u8>)>) -> Self {
         Self { rows: rows.into_iter(), closed, transaction: PhantomData }
     }
 }
@@ -265,7 +264,8 @@ impl<E: Env> Transaction<E> {
     pub fn scan<'a>(&mut self, range: impl RangeBounds<&'a [u8]>) -> Result<ScanIter<'_>> {
         self.check_open()?;
         let bounds = key_range(&range);
-        let mut rows = self.db.scan_at(&bounds.start, bounds.end.as_deref(), self.snapshot, usize::MAX)?;
+        let view = self.db.inner.read_view()?;
+        let mut rows = view.scan(&bounds.start, bounds.end.as_deref(), self.snapshot, usize::MAX)?;
         // Merge this transaction's own writes only when it has some in the range (ADR-0065: no map otherwise).
         if self.writes.keys().any(|key| bounds.contains(key)) {
             let mut merged: BTreeMap<Vec<u8>, Vec<u8>> = rows.into_iter().collect();
@@ -279,7 +279,7 @@ impl<E: Env> Transaction<E> {
         }
         let tracked = self.db.inner.state().tracker.on_scan(self.id, bounds);
         tracked.map_err(|error| self.fail(error))?;
-        Ok(ScanIter::new(&self.db, rows))
+        Ok(ScanIter::new(view.closed.clone(), rows))
     }
 
     fn buffer(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
@@ -393,10 +393,11 @@ impl<E: Env> ReadTransaction<E> {
     /// Every (key, value) in `range` at the snapshot. Never a conflict.
     pub fn scan<'a>(&mut self, range: impl RangeBounds<&'a [u8]>) -> Result<ScanIter<'_>> {
         let bounds = key_range(&range);
-        let rows = self.db.scan_at(&bounds.start, bounds.end.as_deref(), self.snapshot, usize::MAX)?;
+        let view = self.db.inner.read_view()?;
+        let rows = view.scan(&bounds.start, bounds.end.as_deref(), self.snapshot, usize::MAX)?;
         let tracked = self.db.inner.state().tracker.on_scan(self.id, bounds);
         self.expired_only(tracked)?;
-        Ok(ScanIter::new(&self.db, rows))
+        Ok(ScanIter::new(view.closed.clone(), rows))
     }
 }
 

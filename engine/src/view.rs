@@ -1,0 +1,101 @@
+//! What a reader needs: the memtables and tables as of one moment. The one seam between reads and the write
+//! side's state: `get` and `scan` take a [`ReadView`] and never touch the write side's lock again.
+
+use std::sync::Arc;
+
+use env::Env;
+
+use crate::db::{ClosedFlag, Inner};
+use crate::error::Result;
+use crate::memtable::Memtable;
+use crate::types::{Lookup, Sequence, ValueKind};
+use crate::version::Version;
+use crate::version::{EntrySource, MergeIter};
+
+/// The sources a read merges, newest first: the active memtable, the memtables waiting for a flush, the tables.
+#[derive(Debug)]
+pub(crate) struct ReadView<F: env::File> {
+    pub(crate) memtable: Arc<Memtable>,
+    /// Newest first. Empty (no allocation) unless memtables wait for a flush (ADR-0065).
+    pub(crate) immutables: Vec<Arc<Memtable>>,
+    pub(crate) version: Arc<Version<F>>,
+    /// The last acknowledged (visible) sequence when the view was taken.
+    pub(crate) last_sequence: Sequence,
+    pub(crate) closed: ClosedFlag,
+}
+
+impl<F: env::File> ReadView<F> {
+    /// The memtables, newest first.
+    pub(crate) fn memtables(&self) -> impl Iterator<Item = &Arc<Memtable>> {
+        std::iter::once(&self.memtable).chain(&self.immutables)
+    }
+
+    /// The value of `key` as of `snapshot`: the newest memtable first, then the tables (ADR-0013).
+    pub(crate) fn get(&self, key: &[u8], snapshot: Sequence) -> Result<Option<Vec<u8>>> {
+        for memtable in self.memtables() {
+            match memtable.get(key, snapshot) {
+                Lookup::Found(value) => return Ok(Some(value)),
+                // Canary: the tombstone reads as not-found and the search falls through to older tables.
+                Lookup::Deleted if crate::canary::active("tombstone-fallthrough") => {}
+                Lookup::Deleted => return Ok(None),
+                Lookup::NotFound => {}
+            }
+        }
+        match self.version.get(key, snapshot)? {
+            Lookup::Found(value) => Ok(Some(value)),
+            Lookup::Deleted | Lookup::NotFound => Ok(None),
+        }
+    }
+
+    /// Visible (key, value) pairs in `[start, end)` as of `snapshot`, at most `limit`.
+    pub(crate) fn scan(
+        &self,
+        start: &[u8],
+        end: Option<&[u8]>,
+        snapshot: Sequence,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut sources: Vec<EntrySource<'_>> = Vec::new();
+        for memtable in self.memtables() {
+            sources.push(Box::new(memtable.entries_from(start).map(Ok)));
+        }
+        for live in self.version.tables() {
+            sources.push(Box::new(live.table.iter_from(start)));
+        }
+        let mut rows = Vec::new();
+        // The user key whose visible version was taken: one buffer, reused from row to row (ADR-0065).
+        let (mut current, mut has_current) = (Vec::new(), false);
+        for entry in MergeIter::new(sources) {
+            let entry = entry?;
+            if end.is_some_and(|end| entry.key.user_key.as_slice() >= end) || rows.len() >= limit {
+                break;
+            }
+            if entry.key.sequence > snapshot || (has_current && current == entry.key.user_key) {
+                continue;
+            }
+            current.clear();
+            current.extend_from_slice(&entry.key.user_key);
+            has_current = true;
+            if entry.kind == ValueKind::Put {
+                rows.push((entry.key.user_key, entry.value));
+            }
+        }
+        debug_assert!(rows.windows(2).all(|pair| pair[0].0 < pair[1].0), "scan rows out of order");
+        Ok(rows)
+    }
+}
+
+impl<E: Env> Inner<E> {
+    /// The current read view; `Error::Closed` once the database is closed.
+    pub(crate) fn read_view(&self) -> Result<ReadView<E::File>> {
+        let state = self.state();
+        state.check_open()?;
+        Ok(ReadView {
+            memtable: Arc::clone(&state.memtable),
+            immutables: state.immutables.iter().rev().map(|immutable| Arc::clone(&immutable.memtable)).collect(),
+            version: Arc::clone(&state.version),
+            last_sequence: state.last_sequence,
+            closed: state.closed.clone(),
+        })
+    }
+}
