@@ -4,7 +4,8 @@
 # need nothing beyond a C compiler.
 set -euo pipefail
 need=()
-ldconfig -p 2>/dev/null | grep -q 'libclang' || need+=(libclang-dev)
+# bindgen needs libclang itself (libclang.so or libclang-N.so); libclang-cpp, which other packages bring, is not it.
+ldconfig -p 2>/dev/null | grep -Eq 'libclang(-[0-9.]+)?\.so' || need+=(libclang-dev)
 [ -e /usr/lib/x86_64-linux-gnu/librocksdb.so ] || [ -e /usr/lib/librocksdb.so ] || need+=(librocksdb-dev)
 if [ ${#need[@]} -gt 0 ]; then
   sudo=""

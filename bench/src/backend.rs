@@ -14,6 +14,10 @@ pub enum BErr {
 
 pub type BResult<T> = Result<T, BErr>;
 
+#[cfg_attr(
+    not(any(feature = "lmdb", feature = "redb", feature = "fjall", feature = "sled")),
+    expect(dead_code, reason = "only the peers' backends map their errors through it")
+)]
 pub fn other(e: impl std::fmt::Display) -> BErr {
     BErr::Other(e.to_string())
 }
