@@ -28,6 +28,8 @@ pub(crate) struct PendingCommit {
     pub(crate) end_offset: u64,
     /// The committing transaction's snapshot, registered until the commit is visible.
     pub(crate) snapshot: Option<Sequence>,
+    /// The task of the group-commit batch whose sync covers this record (none when acknowledged unsynced).
+    pub(crate) group: Option<TaskHandle>,
 }
 
 /// A memtable waiting to be flushed, and the log segment that holds its writes.
@@ -51,7 +53,7 @@ pub(crate) struct State<E: Env> {
     pub(crate) next_sequence: Sequence,
     /// Appended commits waiting for a sync, in sequence order.
     pub(crate) pending_commits: VecDeque<PendingCommit>,
-    pub(crate) group_commit_task: Option<TaskHandle>,
+    pub(crate) batches: crate::commit::Batches,
     pub(crate) tracker: crate::ssi::ConflictTracker,
     pub(crate) flush_task: Option<TaskHandle>,
     pub(crate) compaction_task: Option<TaskHandle>,
@@ -234,7 +236,7 @@ impl<E: Env> Db<E> {
         view.scan(start, Some(end), view.last_sequence, usize::MAX)
     }
 
-    /// A blind write as a one-write transaction: submit, then wait for the shared sync. Returns its sequence.
+    /// A blind write as a one-write transaction: submit, then wait for its batch's sync. Returns its sequence.
     pub(crate) fn write_batch(&self, writes: Vec<BatchWrite>) -> Result<Sequence> {
         assert!(!writes.is_empty(), "empty batch");
         self.wait_for_stall()?;
@@ -244,9 +246,10 @@ impl<E: Env> Db<E> {
             // A blind write reads nothing: its snapshot may include every submitted commit (no false ww aborts).
             let snapshot = state.next_sequence - 1;
             let txn = self.track(&mut state, snapshot, false)?;
-            crate::txn::submit(&self.inner, &mut state, writes, txn, None, false)?
+            crate::commit::submit(&self.inner, &mut state, writes, txn, None)?
         };
-        crate::txn::sync_inline(&self.inner, &ticket)?;
+        // Joins the same batches as transactions: waits for the one sync that covers its record.
+        crate::commit::wait_for_commit(&self.inner, &ticket)?;
         Ok(ticket.last_sequence)
     }
 
@@ -327,8 +330,8 @@ impl<E: Env> Db<E> {
                 if state.closed.is_set() {
                     return Ok(());
                 }
-                let slots = [&state.group_commit_task, &state.flush_task, &state.compaction_task];
-                let handles: Vec<TaskHandle> = slots.into_iter().flatten().cloned().collect();
+                let jobs = [&state.flush_task, &state.compaction_task].into_iter().flatten();
+                let handles: Vec<TaskHandle> = state.batches.live_handles().chain(jobs).cloned().collect();
                 if handles.is_empty() {
                     // No task is left, and none can start: every path that spawns one checks `closed` first.
                     Self::seal_and_close(&mut state)?;
@@ -354,7 +357,7 @@ impl<E: Env> Db<E> {
             // record of a cleanly closed log reads as corruption, not as a torn tail (ADR-0012).
             state.wal.append(RecordKind::Seal, &[], false)?;
             state.wal.sync()?;
-            crate::txn::acknowledge(state, true);
+            crate::commit::acknowledge(state, true);
         }
         state.closed.set();
         Ok(())

@@ -42,7 +42,7 @@ fn rotate_log<E: Env>(inner: &Arc<Inner<E>>, state: &mut State<E>) -> Result<()>
         // The seal's sync made commits durable before their group commit ran.
         env::probe!(inner.env, "wal.seal_acknowledged_pending");
     }
-    crate::txn::acknowledge(state, true);
+    crate::commit::acknowledge(state, true);
     assert!(state.pending_commits.is_empty(), "rotation left commits pending");
     let file = inner.env.open(&inner.wal_path(number), OpenOptions::create_new())?;
     inner.env.sync_dir(&inner.dir)?;

@@ -105,7 +105,7 @@ pub(crate) fn open<E: Env>(env: E, dir: &Path, options: Options) -> Result<Db<E>
         last_sequence,
         next_sequence: last_sequence + 1,
         pending_commits: VecDeque::new(),
-        group_commit_task: None,
+        batches: crate::commit::Batches::default(),
         tracker: {
             let mut tracker = crate::ssi::ConflictTracker::with_capacity(options.tracked_transactions_max);
             tracker.set_visible(last_sequence);

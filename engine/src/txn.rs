@@ -1,13 +1,5 @@
-//! Transactions (ADR-0022..ADR-0026): serializable read-write transactions, read-only transactions, and the
-//! three-step commit pipeline with group commit.
-//!
-//! A commit is three steps, each visible to the simulator:
-//! 1. **submit** — under the state lock: SSI validation (the [`ConflictTracker`]), sequence assignment, WAL
-//!    append. Returns a [`CommitTicket`].
-//! 2. **sync** — the `group-commit` task syncs the log once for every record appended so far, outside the lock
-//!    (concurrent committers share it: a batch).
-//! 3. **acknowledge** — records now durable are applied to the memtable in sequence order and become visible;
-//!    [`Db::wait_for_commit`] returns.
+//! Transactions (ADR-0022..ADR-0026): serializable read-write transactions and read-only transactions. A commit
+//! goes through the commit pipeline (`crate::commit`: submit, one group-commit batch per sync, acknowledge).
 //!
 //! Nothing ever blocks waiting for another transaction: conflicts are detected, not waited on.
 //!
@@ -18,31 +10,21 @@ use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
-use std::sync::Arc;
 
-use env::{Env, File, TaskHandle, TaskStep};
+use env::Env;
 
-use crate::db::{ClosedFlag, Db, Inner, PendingCommit, State};
+use crate::commit::CommitTicket;
+use crate::db::{ClosedFlag, Db, State};
 use crate::error::{Error, Result};
-use crate::options::SyncMode;
 use crate::ssi::{Conflict, ConflictCause, KeyRange, TxnId};
 use crate::types::{Sequence, ValueKind, check_write};
-use crate::wal::{Batch, BatchWrite, RecordKind, batch_write_bytes};
+use crate::wal::{BatchWrite, batch_write_bytes};
 
-/// How many group-commit rounds a committer waits through before giving up.
-pub const COMMIT_WAITS_MAX: u32 = 1 << 16;
 /// The most writes one transaction may buffer.
 pub const TRANSACTION_WRITES_MAX: usize = 1 << 20;
 
-/// A submitted commit: its writes are in the log; [`Db::wait_for_commit`] makes them durable and visible.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CommitTicket {
-    /// The sequence of the commit's last write.
-    pub last_sequence: Sequence,
-}
-
 /// A serialization failure as the engine reports it, probed by cause.
-fn conflict<E: Env>(env: &E, conflict: Conflict) -> Error {
+pub(crate) fn conflict<E: Env>(env: &E, conflict: Conflict) -> Error {
     match &conflict.cause {
         ConflictCause::WriteWrite { .. } => env::probe!(env, "ssi.conflict_write_write"),
         ConflictCause::ReadWrite { .. } => env::probe!(env, "ssi.conflict_read_write"),
@@ -173,21 +155,10 @@ impl<E: Env> Db<E> {
         Ok(ReadTransaction { db: self.clone(), id, snapshot, not_sync: PhantomData })
     }
 
-    /// Wait until the commit is durable and visible: runs (or joins) the group-commit sync.
+    /// Wait until the commit is durable and visible: waits for the group-commit batch that covers its record
+    /// (on SimEnv, runs that batch's steps inline), and for no later one.
     pub fn wait_for_commit(&self, ticket: &CommitTicket) -> Result<()> {
-        for _ in 0..COMMIT_WAITS_MAX {
-            let handle = {
-                let mut state = self.inner.state();
-                if ticket.last_sequence <= state.last_sequence {
-                    return Ok(());
-                }
-                state.check_writable()?;
-                assert!(!state.pending_commits.is_empty(), "an unacknowledged commit is not pending");
-                ensure_group_commit_task(&self.inner, &mut state)
-            };
-            self.inner.env.wait(&handle)?;
-        }
-        Err(Error::Closed { reason: format!("commit not acknowledged within {COMMIT_WAITS_MAX} group commits") })
+        crate::commit::wait_for_commit(&self.inner, ticket)
     }
 
     /// How many commits are appended but not yet acknowledged (for the simulator).
@@ -202,22 +173,12 @@ impl<E: Env> Db<E> {
     }
 }
 
-fn release_snapshot<E: Env>(state: &mut State<E>, snapshot: Sequence) {
+pub(crate) fn release_snapshot<E: Env>(state: &mut State<E>, snapshot: Sequence) {
     let count = state.snapshots.get_mut(&snapshot).expect("snapshot registered");
     *count -= 1;
     if *count == 0 {
         state.snapshots.remove(&snapshot);
     }
-}
-
-/// A batch of `writes` over the log's record limit is `InvalidArgument` (ADR-0071).
-fn check_payload(payload_bytes: usize) -> Result<()> {
-    if payload_bytes > crate::wal::RECORD_PAYLOAD_BYTES_MAX {
-        let limit = crate::wal::RECORD_PAYLOAD_BYTES_MAX;
-        let message = format!("a transaction's writes take {payload_bytes} bytes in the log, over its {limit}");
-        return Err(Error::InvalidArgument { message });
-    }
-    Ok(())
 }
 
 impl<E: Env> Transaction<E> {
@@ -292,7 +253,7 @@ impl<E: Env> Transaction<E> {
         let replaced =
             self.writes.get(key).map_or(0, |old| batch_write_bytes(key.len(), old.as_ref().map_or(0, Vec::len)));
         let payload_bytes = self.payload_bytes - replaced + batch_write_bytes(key.len(), value.map_or(0, <[u8]>::len));
-        check_payload(payload_bytes)?;
+        crate::commit::check_payload(payload_bytes)?;
         let doomed = {
             let state = self.db.inner.state();
             state.check_open()?;
@@ -340,7 +301,7 @@ impl<E: Env> Transaction<E> {
         }
         // The snapshot stays registered until the commit is visible (released by `acknowledge`): a reader's safe
         // snapshot may go back to it (ADR-0025).
-        let result = submit(&self.db.inner, &mut state, writes, self.id, Some(self.snapshot), true).map(Some);
+        let result = crate::commit::submit(&self.db.inner, &mut state, writes, self.id, Some(self.snapshot)).map(Some);
         if result.is_err() {
             release_snapshot(&mut state, self.snapshot);
         }
@@ -409,175 +370,4 @@ impl<E: Env> Drop for ReadTransaction<E> {
         assert!(finished.is_ok(), "a read-only transaction was doomed");
         release_snapshot(&mut state, self.snapshot);
     }
-}
-
-/// Step 1: validate `txn`'s writes, assign sequences, append the record. Under the state lock.
-pub(crate) fn submit<E: Env>(
-    inner: &Arc<Inner<E>>,
-    state: &mut State<E>,
-    writes: Vec<BatchWrite>,
-    txn: TxnId,
-    snapshot: Option<Sequence>,
-    spawn_group_commit: bool,
-) -> Result<CommitTicket> {
-    let payload_bytes = crate::wal::BATCH_HEADER_BYTES
-        + writes.iter().map(|write| batch_write_bytes(write.key.len(), write.value.len())).sum::<usize>();
-    if let Err(error) = state.check_writable().and_then(|()| check_payload(payload_bytes)) {
-        state.tracker.abort(txn);
-        return Err(error);
-    }
-    let first = state.next_sequence;
-    let last = first + writes.len() as u64 - 1;
-    if last > crate::types::SEQUENCE_MAX {
-        state.tracker.abort(txn);
-        return Err(Error::Closed { reason: format!("sequence numbers exhausted (at {first})") });
-    }
-    let keys: Vec<Vec<u8>> = writes.iter().map(|write| write.key.clone()).collect();
-    state.tracker.commit(txn, &keys, last).map_err(|error| conflict(&inner.env, error))?;
-    let batch = Batch { first_sequence: first, writes };
-    let split = inner.env.buggify("wal.split_write");
-    if let Err(error) = state.wal.append(RecordKind::Batch, &crate::wal::encode_batch(&batch), split) {
-        let error = Error::from(error);
-        inner.poison(state, &error);
-        return Err(error);
-    }
-    state.next_sequence = last + 1;
-    let (wal_number, end_offset) = (state.wal.number(), state.wal.end_offset());
-    state.pending_commits.push_back(PendingCommit { batch, wal_number, end_offset, snapshot });
-    // Canary: acknowledge before the record is synced.
-    if inner.options.sync_mode == SyncMode::NoSync || crate::canary::active("unsynced-ack") {
-        acknowledge(state, true);
-        maybe_rotate(inner, state)?;
-    } else if spawn_group_commit {
-        // Spawned now, so a simulator can step the shared sync before anyone waits (batches larger than one).
-        ensure_group_commit_task(inner, state);
-    }
-    Ok(CommitTicket { last_sequence: last })
-}
-
-/// Step 3: make every durable pending commit visible, in sequence order. `all` acknowledges every pending
-/// commit (`NoSync` mode, or after the segment was sealed and synced).
-pub(crate) fn acknowledge<E: Env>(state: &mut State<E>, all: bool) {
-    while let Some(front) = state.pending_commits.front() {
-        let durable = all || front.wal_number < state.wal.number() || front.end_offset <= state.wal.synced_offset();
-        if !durable {
-            break;
-        }
-        let commit = state.pending_commits.pop_front().expect("front exists");
-        for (index, write) in commit.batch.writes.iter().enumerate() {
-            state.memtable.insert(&write.key, commit.batch.first_sequence + index as u64, write.kind, &write.value);
-        }
-        let last = commit.batch.last_sequence();
-        assert!(last > state.last_sequence, "acknowledged out of sequence order");
-        state.last_sequence = last;
-        if let Some(snapshot) = commit.snapshot {
-            release_snapshot(state, snapshot);
-        }
-        state.tracker.set_visible(last);
-    }
-}
-
-pub(crate) fn maybe_rotate<E: Env>(inner: &Arc<Inner<E>>, state: &mut State<E>) -> Result<()> {
-    let full = state.memtable.size_bytes() >= inner.options.flush_threshold_bytes;
-    let early = !full && !state.memtable.is_empty() && inner.env.buggify("memtable.early_rotate");
-    if early {
-        env::probe!(inner.env, "memtable.rotated_early");
-    }
-    if full || early {
-        crate::jobs::rotate(inner, state)?;
-    }
-    Ok(())
-}
-
-/// The running group-commit task, spawned if there is none.
-pub(crate) fn ensure_group_commit_task<E: Env>(inner: &Arc<Inner<E>>, state: &mut State<E>) -> TaskHandle {
-    if let Some(handle) = &state.group_commit_task {
-        return handle.clone();
-    }
-    let weak = Arc::downgrade(inner);
-    let handle = inner.env.spawn(
-        "group-commit",
-        Box::new(move || {
-            let Some(inner) = weak.upgrade() else { return TaskStep::Done };
-            match group_commit_step(&inner) {
-                Ok(true) => TaskStep::Continue,
-                Ok(false) => TaskStep::Done,
-                Err(error) => {
-                    let mut state = inner.state();
-                    inner.poison(&mut state, &error);
-                    state.group_commit_task = None;
-                    TaskStep::Done
-                }
-            }
-        }),
-    );
-    state.group_commit_task = Some(handle.clone());
-    handle
-}
-
-/// Step 2: sync the log once for every record appended so far (outside the lock), then acknowledge.
-fn group_commit_step<E: Env>(inner: &Arc<Inner<E>>) -> Result<bool> {
-    {
-        let mut state = inner.state();
-        if state.pending_commits.is_empty() || state.poisoned.is_some() {
-            state.group_commit_task = None;
-            return Ok(false);
-        }
-    }
-    sync_and_acknowledge(inner)?;
-    let mut state = inner.state();
-    let more = !state.pending_commits.is_empty();
-    if !more {
-        state.group_commit_task = None;
-    }
-    Ok(more)
-}
-
-/// One shared sync: capture the log's end, sync outside the lock, then acknowledge every commit now durable.
-fn sync_and_acknowledge<E: Env>(inner: &Arc<Inner<E>>) -> Result<()> {
-    let (file, number, end) = {
-        let mut state = inner.state();
-        let number = state.wal.number();
-        let (file, end) = state.wal.begin_sync();
-        (file, number, end)
-    };
-    let synced = file.sync();
-    let mut state = inner.state();
-    match synced {
-        Ok(()) => {}
-        // Canary: a failed sync is treated as success.
-        Err(_) if crate::canary::active("fsync-error-ignored") => {}
-        Err(error) => {
-            let error = Error::from(error);
-            inner.poison(&mut state, &error);
-            return Err(error);
-        }
-    }
-    if state.wal.number() == number {
-        state.wal.mark_synced(end);
-    }
-    let pending_before = state.pending_commits.len();
-    acknowledge(&mut state, false);
-    if pending_before - state.pending_commits.len() > 1 {
-        // One sync made several commits durable: a group commit batch.
-        env::probe!(inner.env, "txn.group_commit_batch");
-    }
-    maybe_rotate(inner, &mut state)
-}
-
-/// Sync the log inline and acknowledge what became durable: for a caller that waits anyway (a blind write), this
-/// saves spawning and stepping the group-commit task. Concurrent callers may sync concurrently; acknowledgement is
-/// ordered under the lock, so every commit still becomes visible in sequence order (ADR-0021).
-pub(crate) fn sync_inline<E: Env>(inner: &Arc<Inner<E>>, ticket: &CommitTicket) -> Result<()> {
-    for _ in 0..COMMIT_WAITS_MAX {
-        {
-            let state = inner.state();
-            if ticket.last_sequence <= state.last_sequence {
-                return Ok(());
-            }
-            state.check_writable()?;
-        }
-        sync_and_acknowledge(inner)?;
-    }
-    Err(Error::Closed { reason: format!("commit not acknowledged within {COMMIT_WAITS_MAX} syncs") })
 }
