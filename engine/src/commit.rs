@@ -9,17 +9,18 @@
 //!    applied to the memtable in sequence order and becomes visible; the task ends. A committer waits
 //!    (`Env::wait`) on its own batch's task only: the task handle is the batch's condition variable.
 
-use std::collections::VecDeque;
+use std::mem;
 use std::sync::{Arc, Weak};
 
-use env::{Env, File, TaskHandle, TaskStep};
+use env::{Env, File, OpenOptions, TaskHandle, TaskStep};
 
-use crate::db::{Inner, PendingCommit, State};
 use crate::error::{Error, Result};
+use crate::memtable::Memtable;
 use crate::options::SyncMode;
-use crate::ssi::TxnId;
+use crate::ssi::{Conflict, ConflictCause, TxnId};
+use crate::state::{Immutable, Inner, PendingCommit, Registry, State};
 use crate::types::Sequence;
-use crate::wal::{Batch, BatchWrite, RecordKind, batch_write_bytes};
+use crate::wal::{Batch, BatchWrite, RecordKind, WalWriter, batch_write_bytes};
 
 /// How many batches a committer waits through before giving up.
 pub const COMMIT_WAITS_MAX: u32 = 1 << 16;
@@ -36,34 +37,32 @@ pub struct CommitTicket {
     pub last_sequence: Sequence,
 }
 
-/// The group-commit batches: the open one new commits join, and every batch task not yet ended.
-#[derive(Debug, Default)]
-pub(crate) struct Batches {
-    /// The batch new commits join: spawned, its log end not yet captured.
-    open: Option<(u64, TaskHandle)>,
-    /// Every batch task not yet ended, oldest first (the open one, if any, last). At most [`BATCHES_LIVE_MAX`].
-    live: VecDeque<(u64, TaskHandle)>,
-    next_id: u64,
+/// A serialization failure as the engine reports it, probed by cause.
+pub(crate) fn conflict<E: Env>(env: &E, conflict: Conflict) -> Error {
+    match &conflict.cause {
+        ConflictCause::WriteWrite { .. } => env::probe!(env, "ssi.conflict_write_write"),
+        ConflictCause::ReadWrite { .. } => env::probe!(env, "ssi.conflict_read_write"),
+        ConflictCause::ReadWriteCommittedFirst { .. } => env::probe!(env, "ssi.conflict_read_write_committed_first"),
+        ConflictCause::DangerousStructure { .. } => env::probe!(env, "ssi.conflict_dangerous_structure"),
+        ConflictCause::ReadOnlyGuard { .. } => env::probe!(env, "ssi.conflict_read_only_guard"),
+        _ => {}
+    }
+    Error::Conflict { cause: conflict.cause }
 }
 
-impl Batches {
-    /// The task handles of every batch not yet ended (`Db::close` waits for them).
-    pub(crate) fn live_handles(&self) -> impl Iterator<Item = &TaskHandle> {
-        self.live.iter().map(|(_, handle)| handle)
+/// Start tracking a transaction, expiring the oldest ones when the tracker is full (ADR-0072).
+pub(crate) fn track<E: Env>(
+    inner: &Inner<E>,
+    registry: &mut Registry,
+    snapshot: Sequence,
+    read_only: bool,
+) -> Result<TxnId> {
+    let expired_before = registry.tracker.stats.expired;
+    let tracked = registry.tracker.try_begin(snapshot, read_only);
+    if registry.tracker.stats.expired > expired_before {
+        env::probe!(inner.env, "ssi.transaction_expired");
     }
-
-    /// Close batch `id` to new commits (its log end is captured).
-    fn close(&mut self, id: u64) {
-        if self.open.as_ref().is_some_and(|(open, _)| *open == id) {
-            self.open = None;
-        }
-    }
-
-    /// Batch `id`'s task ends.
-    fn end(&mut self, id: u64) {
-        self.close(id);
-        self.live.retain(|(live, _)| *live != id);
-    }
+    tracked.map_err(|error| conflict(&inner.env, error))
 }
 
 /// A batch of `writes` over the log's record limit is `InvalidArgument` (ADR-0071).
@@ -87,23 +86,27 @@ pub(crate) fn submit<E: Env>(
 ) -> Result<CommitTicket> {
     let payload_bytes = crate::wal::BATCH_HEADER_BYTES
         + writes.iter().map(|write| batch_write_bytes(write.key.len(), write.value.len())).sum::<usize>();
-    if let Err(error) = state.check_writable().and_then(|()| check_payload(payload_bytes)) {
-        state.tracker.abort(txn);
-        return Err(error);
-    }
     let first = state.next_sequence;
     let last = first + writes.len() as u64 - 1;
-    if last > crate::types::SEQUENCE_MAX {
-        state.tracker.abort(txn);
-        return Err(Error::Closed { reason: format!("sequence numbers exhausted (at {first})") });
+    {
+        let mut registry = inner.registry();
+        if let Err(error) = inner.check_writable().and_then(|()| check_payload(payload_bytes)) {
+            registry.tracker.abort(txn);
+            return Err(error);
+        }
+        if last > crate::types::SEQUENCE_MAX {
+            registry.tracker.abort(txn);
+            return Err(Error::Closed { reason: format!("sequence numbers exhausted (at {first})") });
+        }
+        let keys: Vec<Vec<u8>> = writes.iter().map(|write| write.key.clone()).collect();
+        registry.tracker.commit(txn, &keys, last).map_err(|error| conflict(&inner.env, error))?;
     }
-    let keys: Vec<Vec<u8>> = writes.iter().map(|write| write.key.clone()).collect();
-    state.tracker.commit(txn, &keys, last).map_err(|error| crate::txn::conflict(&inner.env, error))?;
     let batch = Batch { first_sequence: first, writes };
     let split = inner.env.buggify("wal.split_write");
+    // Under the writer lock only: no reader waits for this append.
     if let Err(error) = state.wal.append(RecordKind::Batch, &crate::wal::encode_batch(&batch), split) {
         let error = Error::from(error);
-        inner.poison(state, &error);
+        inner.poison(&error);
         return Err(error);
     }
     state.next_sequence = last + 1;
@@ -114,15 +117,17 @@ pub(crate) fn submit<E: Env>(
     let group = (!unsynced).then(|| join_open_batch(inner, state));
     state.pending_commits.push_back(PendingCommit { batch, wal_number, end_offset, snapshot, group });
     if unsynced {
-        acknowledge(state, true);
+        acknowledge(inner, state, true);
         maybe_rotate(inner, state)?;
     }
     Ok(CommitTicket { last_sequence: last })
 }
 
 /// Step 3: make every durable pending commit visible, in sequence order. `all` acknowledges every pending
-/// commit (`NoSync` mode, or after the segment was sealed and synced).
-pub(crate) fn acknowledge<E: Env>(state: &mut State<E>, all: bool) {
+/// commit (`NoSync` mode, or after the segment was sealed and synced). The new last sequence is published to
+/// readers before the registry learns it, so no snapshot the registry hands out is ahead of the read view.
+pub(crate) fn acknowledge<E: Env>(inner: &Inner<E>, state: &mut State<E>, all: bool) {
+    let mut acknowledged: Vec<(Sequence, Option<Sequence>)> = Vec::new();
     while let Some(front) = state.pending_commits.front() {
         let durable = all || front.wal_number < state.wal.number() || front.end_offset <= state.wal.synced_offset();
         if !durable {
@@ -135,10 +140,18 @@ pub(crate) fn acknowledge<E: Env>(state: &mut State<E>, all: bool) {
         let last = commit.batch.last_sequence();
         assert!(last > state.last_sequence, "acknowledged out of sequence order");
         state.last_sequence = last;
-        if let Some(snapshot) = commit.snapshot {
-            crate::txn::release_snapshot(state, snapshot);
+        acknowledged.push((last, commit.snapshot));
+    }
+    if acknowledged.is_empty() {
+        return;
+    }
+    inner.publish(state);
+    let mut registry = inner.registry();
+    for (last, snapshot) in acknowledged {
+        if let Some(snapshot) = snapshot {
+            registry.release_snapshot(snapshot);
         }
-        state.tracker.set_visible(last);
+        registry.set_visible(last);
     }
 }
 
@@ -149,8 +162,42 @@ pub(crate) fn maybe_rotate<E: Env>(inner: &Arc<Inner<E>>, state: &mut State<E>) 
         env::probe!(inner.env, "memtable.rotated_early");
     }
     if full || early {
-        crate::jobs::rotate(inner, state)?;
+        rotate(inner, state)?;
     }
+    Ok(())
+}
+
+/// Seal the current log segment, start a new one, and queue the memtable for flushing. Under the writer lock (its
+/// syncs too): readers keep reading the view published before it, and see the new memtable once it is published.
+pub(crate) fn rotate<E: Env>(inner: &Arc<Inner<E>>, state: &mut State<E>) -> Result<()> {
+    let result = rotate_log(inner, state);
+    if let Err(error) = &result {
+        inner.poison(error);
+    }
+    result?;
+    crate::jobs::ensure_flush_task(inner, state);
+    Ok(())
+}
+
+fn rotate_log<E: Env>(inner: &Arc<Inner<E>>, state: &mut State<E>) -> Result<()> {
+    let number = state.allocate_file_number();
+    state.wal.append(RecordKind::Seal, &[], false)?;
+    state.wal.sync()?;
+    // Every pending commit is in this segment and now durable: make it visible in this memtable, whose log is
+    // this segment, before the memtable is queued for flushing.
+    if !state.pending_commits.is_empty() {
+        // The seal's sync made commits durable before their group commit ran.
+        env::probe!(inner.env, "wal.seal_acknowledged_pending");
+    }
+    acknowledge(inner, state, true);
+    assert!(state.pending_commits.is_empty(), "rotation left commits pending");
+    let file = inner.env.open(&inner.wal_path(number), OpenOptions::create_new())?;
+    inner.env.sync_dir(&inner.dir)?;
+    let old = mem::replace(&mut state.wal, WalWriter::new(file, number));
+    let memtable = mem::replace(&mut state.memtable, Arc::new(Memtable::new()));
+    assert!(old.number() < number, "log segment numbers must grow");
+    state.immutables.push_back(Immutable { memtable, wal_number: old.number() });
+    inner.publish(state);
     Ok(())
 }
 
@@ -163,7 +210,7 @@ pub(crate) fn wait_for_commit<E: Env>(inner: &Inner<E>, ticket: &CommitTicket) -
             if ticket.last_sequence <= state.last_sequence {
                 return Ok(());
             }
-            state.check_writable()?;
+            inner.check_writable()?;
             let index = state.pending_commits.partition_point(|c| c.batch.last_sequence() < ticket.last_sequence);
             let commit = state.pending_commits.get(index).expect("an unacknowledged commit is pending");
             let handle = commit.group.clone().expect("a pending commit waiting for a sync has a batch");
@@ -216,7 +263,7 @@ fn batch_step<E: Env>(weak: &Weak<Inner<E>>, me: u64, phase: &mut Phase<E::File>
         Ok(false) => TaskStep::Done,
         Err(error) => {
             let mut state = inner.state();
-            inner.poison(&mut state, &error);
+            inner.poison(&error);
             state.batches.end(me);
             TaskStep::Done
         }
@@ -228,7 +275,7 @@ fn batch_step<E: Env>(weak: &Weak<Inner<E>>, me: u64, phase: &mut Phase<E::File>
 fn capture<E: Env>(inner: &Arc<Inner<E>>, me: u64) -> Result<Option<Phase<E::File>>> {
     let earlier = {
         let mut state = inner.state();
-        if state.poisoned.is_some() {
+        if inner.is_poisoned() {
             state.batches.end(me);
             return Ok(None);
         }
@@ -262,11 +309,11 @@ fn sync_and_acknowledge<E: Env>(inner: &Arc<Inner<E>>, me: u64, file: &E::File, 
         Err(_) if crate::canary::active("fsync-error-ignored") => {}
         Err(error) => {
             let error = Error::from(error);
-            inner.poison(&mut state, &error);
+            inner.poison(&error);
             return Err(error);
         }
     }
-    if state.poisoned.is_some() {
+    if inner.is_poisoned() {
         // A sync after a failed one proves nothing about what the failure lost: nothing more is acknowledged.
         return Ok(());
     }
@@ -274,7 +321,7 @@ fn sync_and_acknowledge<E: Env>(inner: &Arc<Inner<E>>, me: u64, file: &E::File, 
         state.wal.mark_synced(end);
     }
     let pending_before = state.pending_commits.len();
-    acknowledge(&mut state, false);
+    acknowledge(inner, &mut state, false);
     if pending_before - state.pending_commits.len() > 1 {
         // One sync made several commits durable: a group commit batch.
         env::probe!(inner.env, "txn.group_commit_batch");

@@ -13,28 +13,17 @@ use std::ops::{Bound, RangeBounds};
 
 use env::Env;
 
-use crate::commit::CommitTicket;
-use crate::db::{ClosedFlag, Db, State};
+use crate::commit::{CommitTicket, conflict, track};
+use crate::db::Db;
 use crate::error::{Error, Result};
 use crate::ssi::{Conflict, ConflictCause, KeyRange, TxnId};
+use crate::state::Registry;
 use crate::types::{Sequence, ValueKind, check_write};
+use crate::view::ClosedFlag;
 use crate::wal::{BatchWrite, batch_write_bytes};
 
 /// The most writes one transaction may buffer.
 pub const TRANSACTION_WRITES_MAX: usize = 1 << 20;
-
-/// A serialization failure as the engine reports it, probed by cause.
-pub(crate) fn conflict<E: Env>(env: &E, conflict: Conflict) -> Error {
-    match &conflict.cause {
-        ConflictCause::WriteWrite { .. } => env::probe!(env, "ssi.conflict_write_write"),
-        ConflictCause::ReadWrite { .. } => env::probe!(env, "ssi.conflict_read_write"),
-        ConflictCause::ReadWriteCommittedFirst { .. } => env::probe!(env, "ssi.conflict_read_write_committed_first"),
-        ConflictCause::DangerousStructure { .. } => env::probe!(env, "ssi.conflict_dangerous_structure"),
-        ConflictCause::ReadOnlyGuard { .. } => env::probe!(env, "ssi.conflict_read_only_guard"),
-        _ => {}
-    }
-    Error::Conflict { cause: conflict.cause }
-}
 
 /// Turn a range of borrowed keys into the tracker's `[start, end)` form.
 pub(crate) fn key_range<'a>(range: &impl RangeBounds<&'a [u8]>) -> KeyRange {
@@ -113,11 +102,13 @@ pub struct ReadTransaction<E: Env> {
 impl<E: Env> Db<E> {
     /// Begin a serializable read-write transaction.
     pub fn begin(&self) -> Result<Transaction<E>> {
-        let mut state = self.inner.state();
-        state.check_writable()?;
-        let snapshot = state.last_sequence;
-        let id = self.track(&mut state, snapshot, false)?;
-        *state.snapshots.entry(snapshot).or_insert(0) += 1;
+        // The registry lock only: beginning never waits for a log append or sync (ADR-lock-b).
+        self.inner.check_writable()?;
+        let mut registry = self.inner.registry();
+        let snapshot = registry.visible;
+        let id = track(&self.inner, &mut registry, snapshot, false)?;
+        registry.register_snapshot(snapshot);
+        drop(registry);
         let payload_bytes = crate::wal::BATCH_HEADER_BYTES;
         Ok(Transaction {
             db: self.clone(),
@@ -130,28 +121,20 @@ impl<E: Env> Db<E> {
         })
     }
 
-    /// Start tracking a transaction, expiring the oldest ones when the tracker is full (ADR-0072).
-    pub(crate) fn track(&self, state: &mut State<E>, snapshot: Sequence, read_only: bool) -> Result<TxnId> {
-        let expired_before = state.tracker.stats.expired;
-        let tracked = state.tracker.try_begin(snapshot, read_only);
-        if state.tracker.stats.expired > expired_before {
-            env::probe!(self.inner.env, "ssi.transaction_expired");
-        }
-        tracked.map_err(|error| conflict(&self.inner.env, error))
-    }
-
     /// Begin a read-only transaction.
     pub fn begin_read(&self) -> Result<ReadTransaction<E>> {
-        let mut state = self.inner.state();
-        state.check_open()?;
+        self.inner.check_open()?;
+        let mut registry = self.inner.registry();
+        let visible = registry.visible;
         // The newest snapshot no in-flight pivot straddles: never waits, never aborts (ADR-0025).
-        let snapshot = state.tracker.safe_snapshot(state.last_sequence);
-        if snapshot < state.last_sequence {
+        let snapshot = registry.tracker.safe_snapshot(visible);
+        if snapshot < visible {
             // An in-flight pivot straddles the latest snapshot: the reader reads below it instead of waiting.
             env::probe!(self.inner.env, "ssi.safe_snapshot_stepped_back");
         }
-        let id = self.track(&mut state, snapshot, true)?;
-        *state.snapshots.entry(snapshot).or_insert(0) += 1;
+        let id = track(&self.inner, &mut registry, snapshot, true)?;
+        registry.register_snapshot(snapshot);
+        drop(registry);
         Ok(ReadTransaction { db: self.clone(), id, snapshot, not_sync: PhantomData })
     }
 
@@ -168,16 +151,8 @@ impl<E: Env> Db<E> {
 
     /// Statistics of the conflict tracker: rw edges, aborts by cause, and how many records it holds.
     pub fn conflict_stats(&self) -> (crate::ssi::TrackerStats, usize) {
-        let state = self.inner.state();
-        (state.tracker.stats.clone(), state.tracker.tracked())
-    }
-}
-
-pub(crate) fn release_snapshot<E: Env>(state: &mut State<E>, snapshot: Sequence) {
-    let count = state.snapshots.get_mut(&snapshot).expect("snapshot registered");
-    *count -= 1;
-    if *count == 0 {
-        state.snapshots.remove(&snapshot);
+        let registry = self.inner.registry();
+        (registry.tracker.stats.clone(), registry.tracker.tracked())
     }
 }
 
@@ -188,18 +163,18 @@ impl<E: Env> Transaction<E> {
     }
 
     fn fail(&mut self, error: Conflict) -> Error {
-        self.end_with(|state, id| state.tracker.abort(id));
+        self.end_with(|registry, id| registry.tracker.abort(id));
         conflict(&self.db.inner.env, error)
     }
 
-    fn end_with(&mut self, finish: impl FnOnce(&mut State<E>, TxnId)) {
+    fn end_with(&mut self, finish: impl FnOnce(&mut Registry, TxnId)) {
         if self.ended {
             return;
         }
         self.ended = true;
-        let mut state = self.db.inner.state();
-        finish(&mut state, self.id);
-        release_snapshot(&mut state, self.snapshot);
+        let mut registry = self.db.inner.registry();
+        finish(&mut registry, self.id);
+        registry.release_snapshot(self.snapshot);
     }
 
     fn check_open(&self) -> Result<()> {
@@ -216,7 +191,7 @@ impl<E: Env> Transaction<E> {
             return Ok(own.clone());
         }
         let value = self.db.get_at(key, self.snapshot)?;
-        let tracked = self.db.inner.state().tracker.on_read(self.id, key);
+        let tracked = self.db.inner.registry().tracker.on_read(self.id, key);
         tracked.map_err(|error| self.fail(error))?;
         Ok(value)
     }
@@ -238,7 +213,7 @@ impl<E: Env> Transaction<E> {
             }
             rows = merged.into_iter().collect();
         }
-        let tracked = self.db.inner.state().tracker.on_scan(self.id, bounds);
+        let tracked = self.db.inner.registry().tracker.on_scan(self.id, bounds);
         tracked.map_err(|error| self.fail(error))?;
         Ok(ScanIter::new(view.closed.clone(), rows))
     }
@@ -255,9 +230,8 @@ impl<E: Env> Transaction<E> {
         let payload_bytes = self.payload_bytes - replaced + batch_write_bytes(key.len(), value.map_or(0, <[u8]>::len));
         crate::commit::check_payload(payload_bytes)?;
         let doomed = {
-            let state = self.db.inner.state();
-            state.check_open()?;
-            state.tracker.check_doomed_public(self.id)
+            self.db.inner.check_open()?;
+            self.db.inner.registry().tracker.check_doomed_public(self.id)
         };
         doomed.map_err(|error| self.fail(error))?;
         self.writes.insert(key.to_vec(), value.map(<[u8]>::to_vec));
@@ -287,23 +261,26 @@ impl<E: Env> Transaction<E> {
                 None => BatchWrite { kind: ValueKind::Delete, key, value: Vec::new() },
             })
             .collect();
-        let mut state = self.db.inner.state();
-        if let Err(error) = state.check_open() {
-            release_snapshot(&mut state, self.snapshot);
-            state.tracker.abort(self.id);
+        let inner = &self.db.inner;
+        if let Err(error) = inner.check_open() {
+            let mut registry = inner.registry();
+            registry.release_snapshot(self.snapshot);
+            registry.tracker.abort(self.id);
             return Err(error);
         }
         if writes.is_empty() {
-            release_snapshot(&mut state, self.snapshot);
-            let visible = state.last_sequence;
-            let finished = state.tracker.finish(self.id, visible);
-            return finished.map(|()| None).map_err(|error| conflict(&self.db.inner.env, error));
+            let mut registry = inner.registry();
+            registry.release_snapshot(self.snapshot);
+            let visible = registry.visible;
+            let finished = registry.tracker.finish(self.id, visible);
+            return finished.map(|()| None).map_err(|error| conflict(&inner.env, error));
         }
+        let mut state = inner.state();
         // The snapshot stays registered until the commit is visible (released by `acknowledge`): a reader's safe
         // snapshot may go back to it (ADR-0025).
         let result = crate::commit::submit(&self.db.inner, &mut state, writes, self.id, Some(self.snapshot)).map(Some);
         if result.is_err() {
-            release_snapshot(&mut state, self.snapshot);
+            inner.registry().release_snapshot(self.snapshot);
         }
         result
     }
@@ -319,13 +296,13 @@ impl<E: Env> Transaction<E> {
 
     /// Roll back (the same as dropping it).
     pub fn rollback(mut self) {
-        self.end_with(|state, id| state.tracker.abort(id));
+        self.end_with(|registry, id| registry.tracker.abort(id));
     }
 }
 
 impl<E: Env> Drop for Transaction<E> {
     fn drop(&mut self) {
-        self.end_with(|state, id| state.tracker.abort(id));
+        self.end_with(|registry, id| registry.tracker.abort(id));
     }
 }
 
@@ -338,7 +315,7 @@ impl<E: Env> ReadTransaction<E> {
     /// Read `key` at the snapshot. Never a conflict.
     pub fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let value = self.db.get_at(key, self.snapshot)?;
-        let tracked = self.db.inner.state().tracker.on_read(self.id, key);
+        let tracked = self.db.inner.registry().tracker.on_read(self.id, key);
         self.expired_only(tracked)?;
         Ok(value)
     }
@@ -356,7 +333,7 @@ impl<E: Env> ReadTransaction<E> {
         let bounds = key_range(&range);
         let view = self.db.inner.read_view()?;
         let rows = view.scan(&bounds.start, bounds.end.as_deref(), self.snapshot, usize::MAX)?;
-        let tracked = self.db.inner.state().tracker.on_scan(self.id, bounds);
+        let tracked = self.db.inner.registry().tracker.on_scan(self.id, bounds);
         self.expired_only(tracked)?;
         Ok(ScanIter::new(view.closed.clone(), rows))
     }
@@ -364,10 +341,10 @@ impl<E: Env> ReadTransaction<E> {
 
 impl<E: Env> Drop for ReadTransaction<E> {
     fn drop(&mut self) {
-        let mut state = self.db.inner.state();
-        let visible = state.last_sequence;
-        let finished = state.tracker.finish(self.id, visible);
+        let mut registry = self.db.inner.registry();
+        let visible = registry.visible;
+        let finished = registry.tracker.finish(self.id, visible);
         assert!(finished.is_ok(), "a read-only transaction was doomed");
-        release_snapshot(&mut state, self.snapshot);
+        registry.release_snapshot(self.snapshot);
     }
 }

@@ -6,6 +6,7 @@ mod corruption;
 mod crash;
 mod disk_full;
 mod isolation;
+mod layers;
 mod model;
 mod persistence;
 mod probes;
