@@ -4,12 +4,9 @@
 //! re-exports (`crate::Result`, `crate::Options`) names no module and is not an edge.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use env::{Env, File, OpenOptions, RealEnv};
-
-/// The most source files the walk visits (a runaway walk is a bug).
-const FILES_MAX: usize = 1_000;
+use env::RealEnv;
 
 /// The layers, lowest first; ARCHITECTURE.md lists the same.
 const LAYERS: &[&[&str]] = &[
@@ -26,17 +23,6 @@ const LAYERS: &[&[&str]] = &[
     &["db"],
     &["txn", "introspect"],
 ];
-
-fn rust_files(env: &RealEnv, dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in env.list_dir(dir).expect("engine/src is listable") {
-        assert!(out.len() < FILES_MAX, "the walk visited too many files");
-        if entry.extension().is_some_and(|extension| extension == "rs") {
-            out.push(entry);
-        } else if env.list_dir(&entry).is_ok() {
-            rust_files(env, &entry, out);
-        }
-    }
-}
 
 /// The top-level module a file under `src` belongs to (`sstable/table.rs` → `sstable`); None for the crate root.
 fn module_of(src: &Path, file: &Path) -> Option<String> {
@@ -119,17 +105,10 @@ fn layer_of(module: &str) -> Option<usize> {
 
 #[test]
 fn engine_modules_form_layers_with_no_import_cycle() {
-    let env = RealEnv::new();
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut paths = Vec::new();
-    rust_files(&env, &src, &mut paths);
-    assert!(paths.len() > 10, "the walk found only {} files: wrong directory?", paths.len());
-    let mut files = Vec::new();
-    for path in &paths {
-        let Some(module) = module_of(&src, path) else { continue };
-        let bytes = env.open(path, OpenOptions::read()).and_then(|file| file.read_all()).expect("readable");
-        files.push((module, String::from_utf8(bytes).expect("sources are UTF-8")));
-    }
+    let sources = crate::sources::engine_sources(&RealEnv::new());
+    let files: Vec<(String, String)> =
+        sources.into_iter().filter_map(|(path, text)| Some((module_of(&src, &path)?, text))).collect();
     let edges = graph(&files);
     assert!(edges.get("db").is_some_and(|targets| targets.contains("commit")), "the parse found no edges: {edges:?}");
     if let Some(cycle) = find_cycle(&edges) {

@@ -11,4 +11,5 @@ mod model;
 mod persistence;
 mod probes;
 mod robust;
+mod sources;
 mod txn_crash;
