@@ -242,10 +242,12 @@ impl<E: Env> Db<E> {
     }
 
     /// Structural invariants, for the simulator and tests (not on the hot path): levels sorted and
-    /// non-overlapping, every table in the version exists on disk, no leaked table or log files.
+    /// non-overlapping, readers see what the writer published last (ADR-lock-b), every table in the version exists
+    /// on disk, no leaked table or log files.
     pub fn check_invariants(&self) -> std::result::Result<(), String> {
         let state = self.inner.state();
         state.version.check(state.last_sequence)?;
+        self.inner.check_published(&state)?;
         if self.inner.is_poisoned() || self.inner.closed.is_set() {
             return Ok(());
         }

@@ -229,6 +229,23 @@ impl<E: Env> Inner<E> {
         *self.published() = Published::of(state);
     }
 
+    /// Whether the published read side is the writer's (`Db::check_invariants`, after every simulator step): a
+    /// change the writer forgot to publish would leave readers on stale memtables or a stale version.
+    pub(crate) fn check_published(&self, state: &State<E>) -> std::result::Result<(), String> {
+        let published = self.published();
+        let same_memtables = Arc::ptr_eq(&published.memtable, &state.memtable)
+            && published.immutables.len() == state.immutables.len()
+            && published.immutables.iter().zip(state.immutables.iter().rev()).all(|(a, b)| Arc::ptr_eq(a, &b.memtable));
+        if !same_memtables || !Arc::ptr_eq(&published.version, &state.version) {
+            return Err("the published read view's memtables or version are not the writer's".into());
+        }
+        if published.last_sequence != state.last_sequence {
+            let (seen, last) = (published.last_sequence, state.last_sequence);
+            return Err(format!("readers see sequence {seen}, the writer acknowledged {last}"));
+        }
+        Ok(())
+    }
+
     /// The current read view; `Error::Closed` once the database is closed. Takes only the view lock.
     pub(crate) fn read_view(&self) -> Result<ReadView<E::File>> {
         self.check_open()?;
@@ -376,5 +393,24 @@ mod tests {
         let last = Some(b"1".to_vec());
         assert_eq!(seen, [v.clone(), v.clone(), v.clone(), v.clone(), v, Some(b"buffered".to_vec()), last]);
         db.close().unwrap();
+    }
+
+    /// The invariant check sees a change the writer did not publish, and passes once it is published.
+    #[test]
+    fn an_unpublished_change_fails_the_invariant_check() {
+        let env = env::SimEnv::new(3);
+        let db = Db::open(env, "/db", Options::default()).unwrap();
+        db.put(b"k", b"v").unwrap();
+        db.check_invariants().unwrap();
+        let mut state = db.inner.state();
+        state.memtable = std::sync::Arc::new(crate::memtable::Memtable::new());
+        let stale = db.inner.check_published(&state).unwrap_err();
+        assert!(stale.contains("memtables or version"), "{stale}");
+        state.last_sequence += 1;
+        db.inner.publish(&state);
+        db.inner.check_published(&state).unwrap();
+        state.last_sequence += 1;
+        let behind = db.inner.check_published(&state).unwrap_err();
+        assert!(behind.contains("readers see sequence 2, the writer acknowledged 3"), "{behind}");
     }
 }
