@@ -1,168 +1,20 @@
 //! The database handle: the public API, the write path, and reads.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::path::Path;
+use std::sync::Arc;
 
 use env::{Env, TaskHandle};
 
 use crate::error::{Error, Result};
-use crate::memtable::Memtable;
 use crate::options::Options;
-use crate::sstable::BlockCache;
+use crate::state::{Inner, State, parse_number, table_file_name, wal_file_name};
 use crate::types::{Sequence, ValueKind, check_write};
-use crate::version::Version;
-use crate::wal::{Batch, BatchWrite, RecordKind, WalWriter};
+use crate::wal::{BatchWrite, RecordKind};
 
 /// How many times a write waits for a flush before giving up on a stall (each wait finishes a flush).
 pub const STALL_WAITS_MAX: u32 = 1024;
 /// How many rounds of waiting for background tasks `close` goes through (a task may spawn another).
 pub const CLOSE_WAITS_MAX: u32 = 64;
-
-/// A commit appended to the log and not yet acknowledged.
-#[derive(Debug)]
-pub(crate) struct PendingCommit {
-    pub(crate) batch: Batch,
-    pub(crate) wal_number: u64,
-    pub(crate) end_offset: u64,
-    /// The committing transaction's snapshot, registered until the commit is visible.
-    pub(crate) snapshot: Option<Sequence>,
-}
-
-/// A memtable waiting to be flushed, and the log segment that holds its writes.
-#[derive(Debug)]
-pub(crate) struct Immutable {
-    pub(crate) memtable: Arc<Memtable>,
-    pub(crate) wal_number: u64,
-}
-
-#[derive(Debug)]
-pub(crate) struct State<E: Env> {
-    pub(crate) memtable: Arc<Memtable>,
-    pub(crate) wal: WalWriter<E::File>,
-    /// Oldest first.
-    pub(crate) immutables: VecDeque<Immutable>,
-    pub(crate) version: Arc<Version<E::File>>,
-    pub(crate) next_file_number: u64,
-    /// The last acknowledged (and visible) sequence.
-    pub(crate) last_sequence: Sequence,
-    /// The next sequence a commit gets (commits between are appended, not yet acknowledged).
-    pub(crate) next_sequence: Sequence,
-    /// Appended commits waiting for a sync, in sequence order.
-    pub(crate) pending_commits: VecDeque<PendingCommit>,
-    pub(crate) group_commit_task: Option<TaskHandle>,
-    pub(crate) tracker: crate::ssi::ConflictTracker,
-    pub(crate) flush_task: Option<TaskHandle>,
-    pub(crate) compaction_task: Option<TaskHandle>,
-    /// Set while a full compaction is asked for.
-    pub(crate) full_compaction: bool,
-    /// Table files being written and not yet in a version.
-    pub(crate) pending_outputs: BTreeSet<u64>,
-    /// Set when a background or write error leaves the on-disk state unknown: writes fail until reopen.
-    pub(crate) poisoned: Option<Error>,
-    pub(crate) closed: ClosedFlag,
-    pub(crate) flush_count: u64,
-    pub(crate) compaction_count: u64,
-    /// Live snapshots (sequence → how many): compaction keeps what they need.
-    pub(crate) snapshots: BTreeMap<Sequence, usize>,
-}
-
-/// Whether the database is closed. Set once, by `close` under the state lock; read under it, and without it by
-/// scan iterators, one load per row instead of a lock per row (ADR-0075).
-#[derive(Clone, Debug, Default)]
-pub(crate) struct ClosedFlag(Arc<AtomicBool>);
-
-impl ClosedFlag {
-    pub(crate) fn is_set(&self) -> bool {
-        self.0.load(Ordering::Acquire)
-    }
-
-    fn set(&self) {
-        self.0.store(true, Ordering::Release);
-    }
-}
-
-impl<E: Env> State<E> {
-    pub(crate) fn allocate_file_number(&mut self) -> u64 {
-        let number = self.next_file_number;
-        assert!(number < FILE_NUMBER_MAX, "file numbers exhausted");
-        self.next_file_number += 1;
-        number
-    }
-
-    /// The oldest sequence a live snapshot may read: compaction keeps every version it needs (ADR-0016).
-    pub(crate) fn gc_watermark(&self) -> Sequence {
-        // Canary: compaction ignores live snapshots and drops versions they still need.
-        if crate::canary::active("gc-drops-live-version") {
-            return self.last_sequence;
-        }
-        self.snapshots.keys().next().copied().unwrap_or(self.last_sequence).min(self.last_sequence)
-    }
-
-    /// The oldest log segment still needed: the one of the oldest unflushed memtable.
-    pub(crate) fn live_log_number(&self) -> u64 {
-        self.immutables.front().map_or(self.wal.number(), |immutable| immutable.wal_number)
-    }
-
-    /// Every call fails once the database is closed (reads too; a poisoned database still reads).
-    pub(crate) fn check_open(&self) -> Result<()> {
-        if self.closed.is_set() {
-            return Err(Error::Closed { reason: "closed by Db::close".into() });
-        }
-        Ok(())
-    }
-
-    pub(crate) fn check_writable(&self) -> Result<()> {
-        self.check_open()?;
-        match &self.poisoned {
-            // A crash cut the earlier failure: say so, so the caller knows this instance must be dropped.
-            Some(error) if error.is_crash() => Err(error.clone()),
-            Some(error) => {
-                Err(Error::Closed { reason: format!("an earlier failure left the log in an unknown state: {error}") })
-            }
-            None => Ok(()),
-        }
-    }
-}
-
-pub(crate) struct Inner<E: Env> {
-    pub(crate) env: E,
-    pub(crate) dir: PathBuf,
-    pub(crate) options: Options,
-    pub(crate) cache: Arc<BlockCache>,
-    pub(crate) state: Mutex<State<E>>,
-    pub(crate) lock: Mutex<Option<E::Lock>>,
-}
-
-impl<E: Env> Inner<E> {
-    pub(crate) fn state(&self) -> MutexGuard<'_, State<E>> {
-        self.state.lock().expect("engine state poisoned by a panic")
-    }
-
-    /// Record a failure that leaves the disk state unknown; later writes fail with `Error::Closed`.
-    pub(crate) fn poison(&self, state: &mut State<E>, error: &Error) {
-        if state.poisoned.is_none() {
-            state.poisoned = Some(error.clone());
-        }
-    }
-
-    pub(crate) fn wal_path(&self, number: u64) -> PathBuf {
-        self.dir.join(wal_file_name(number))
-    }
-
-    pub(crate) fn table_path(&self, number: u64) -> PathBuf {
-        self.dir.join(table_file_name(number))
-    }
-}
-
-pub(crate) fn wal_file_name(number: u64) -> String {
-    format!("wal-{number:06}.log")
-}
-
-pub(crate) fn table_file_name(number: u64) -> String {
-    format!("table-{number:06}.sst")
-}
 
 /// Counters and sizes, for tests, the simulator and operators.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -200,7 +52,7 @@ impl<E: Env> std::fmt::Debug for Db<E> {
 impl<E: Env> Db<E> {
     /// Open (or create) the database in `dir`, recovering whatever a crash left. See [`crate::recovery`].
     pub fn open(env: E, dir: impl AsRef<Path>, options: Options) -> Result<Self> {
-        crate::recovery::open(env, dir.as_ref(), options)
+        crate::recovery::open(env, dir.as_ref(), options).map(|inner| Self { inner })
     }
 
     /// Write `value` under `key`. With the default [`SyncMode::Sync`] it is durable when this returns.
@@ -234,19 +86,20 @@ impl<E: Env> Db<E> {
         view.scan(start, Some(end), view.last_sequence, usize::MAX)
     }
 
-    /// A blind write as a one-write transaction: submit, then wait for the shared sync. Returns its sequence.
+    /// A blind write as a one-write transaction: submit, then wait for its batch's sync. Returns its sequence.
     pub(crate) fn write_batch(&self, writes: Vec<BatchWrite>) -> Result<Sequence> {
         assert!(!writes.is_empty(), "empty batch");
         self.wait_for_stall()?;
         let ticket = {
             let mut state = self.inner.state();
-            state.check_writable()?;
+            self.inner.check_writable()?;
             // A blind write reads nothing: its snapshot may include every submitted commit (no false ww aborts).
             let snapshot = state.next_sequence - 1;
-            let txn = self.track(&mut state, snapshot, false)?;
-            crate::txn::submit(&self.inner, &mut state, writes, txn, None, false)?
+            let txn = crate::commit::track(&self.inner, &mut self.inner.registry(), snapshot, false)?;
+            crate::commit::submit(&self.inner, &mut state, writes, txn, None)?
         };
-        crate::txn::sync_inline(&self.inner, &ticket)?;
+        // Joins the same batches as transactions: waits for the one sync that covers its record.
+        crate::commit::wait_for_commit(&self.inner, &ticket)?;
         Ok(ticket.last_sequence)
     }
 
@@ -255,7 +108,7 @@ impl<E: Env> Db<E> {
         for _ in 0..STALL_WAITS_MAX {
             let handle = {
                 let mut state = self.inner.state();
-                state.check_writable()?;
+                self.inner.check_writable()?;
                 if state.immutables.len() < self.inner.options.immutable_memtables_max {
                     return Ok(());
                 }
@@ -271,15 +124,15 @@ impl<E: Env> Db<E> {
     pub fn flush(&self) -> Result<()> {
         {
             let mut state = self.inner.state();
-            state.check_writable()?;
+            self.inner.check_writable()?;
             if !state.memtable.is_empty() {
-                crate::jobs::rotate(&self.inner, &mut state)?;
+                crate::commit::rotate(&self.inner, &mut state)?;
             }
         }
         for _ in 0..STALL_WAITS_MAX {
             let handle = {
                 let mut state = self.inner.state();
-                state.check_writable()?;
+                self.inner.check_writable()?;
                 if state.immutables.is_empty() {
                     return Ok(());
                 }
@@ -297,7 +150,7 @@ impl<E: Env> Db<E> {
         for _ in 0..STALL_WAITS_MAX {
             let handle = {
                 let mut state = self.inner.state();
-                state.check_writable()?;
+                self.inner.check_writable()?;
                 match state.compaction_task.clone() {
                     // Request the full compaction only when no task runs, so a running job cannot miss the flag.
                     None if !requested => {
@@ -324,14 +177,14 @@ impl<E: Env> Db<E> {
         for _ in 0..CLOSE_WAITS_MAX {
             let handles: Vec<TaskHandle> = {
                 let mut state = self.inner.state();
-                if state.closed.is_set() {
+                if self.inner.closed.is_set() {
                     return Ok(());
                 }
-                let slots = [&state.group_commit_task, &state.flush_task, &state.compaction_task];
-                let handles: Vec<TaskHandle> = slots.into_iter().flatten().cloned().collect();
+                let jobs = [&state.flush_task, &state.compaction_task].into_iter().flatten();
+                let handles: Vec<TaskHandle> = state.batches.live_handles().chain(jobs).cloned().collect();
                 if handles.is_empty() {
                     // No task is left, and none can start: every path that spawns one checks `closed` first.
-                    Self::seal_and_close(&mut state)?;
+                    self.seal_and_close(&mut state)?;
                     break;
                 }
                 handles
@@ -341,22 +194,22 @@ impl<E: Env> Db<E> {
                 self.inner.env.wait(&handle)?;
             }
         }
-        if !self.inner.state().closed.is_set() {
+        if !self.inner.closed.is_set() {
             return Err(Error::Closed { reason: format!("background work still ran after {CLOSE_WAITS_MAX} waits") });
         }
         drop(self.inner.lock.lock().expect("lock slot poisoned").take());
         Ok(())
     }
 
-    fn seal_and_close(state: &mut State<E>) -> Result<()> {
-        if state.poisoned.is_none() {
+    fn seal_and_close(&self, state: &mut State<E>) -> Result<()> {
+        if !self.inner.is_poisoned() {
             // Seal the segment: the seal's synced boundary covers every record, so damage to the last data
             // record of a cleanly closed log reads as corruption, not as a torn tail (ADR-0012).
             state.wal.append(RecordKind::Seal, &[], false)?;
             state.wal.sync()?;
-            crate::txn::acknowledge(state, true);
+            crate::commit::acknowledge(&self.inner, state, true);
         }
-        state.closed.set();
+        self.inner.closed.set();
         Ok(())
     }
 
@@ -380,7 +233,7 @@ impl<E: Env> Db<E> {
 
     /// The highest acknowledged sequence number.
     pub fn last_sequence(&self) -> Sequence {
-        self.inner.state().last_sequence
+        self.inner.visible_sequence()
     }
 
     /// The directory this database lives in.
@@ -389,11 +242,13 @@ impl<E: Env> Db<E> {
     }
 
     /// Structural invariants, for the simulator and tests (not on the hot path): levels sorted and
-    /// non-overlapping, every table in the version exists on disk, no leaked table or log files.
+    /// non-overlapping, readers see what the writer published last (ADR-lock-b), every table in the version exists
+    /// on disk, no leaked table or log files.
     pub fn check_invariants(&self) -> std::result::Result<(), String> {
         let state = self.inner.state();
         state.version.check(state.last_sequence)?;
-        if state.poisoned.is_some() || state.closed.is_set() {
+        self.inner.check_published(&state)?;
+        if self.inner.is_poisoned() || self.inner.closed.is_set() {
             return Ok(());
         }
         let files = self.inner.env.list_dir(&self.inner.dir).map_err(|e| format!("list_dir failed: {e}"))?;
@@ -425,18 +280,4 @@ impl<E: Env> Db<E> {
         }
         Ok(())
     }
-}
-
-/// File numbers above this are not ours (a hostile or damaged directory): such names are ignored.
-pub const FILE_NUMBER_MAX: u64 = 1 << 48;
-
-/// The number in a file name `<prefix>NNNNNN<suffix>`, only if the name is exactly what the engine writes for it
-/// (so `wal-2.log` and `wal-000002.log` cannot both name segment 2) and the number is in range.
-pub(crate) fn parse_number(name: &str, prefix: &str, suffix: &str) -> Option<u64> {
-    let digits = name.strip_prefix(prefix)?.strip_suffix(suffix)?;
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let number: u64 = digits.parse().ok()?;
-    (number <= FILE_NUMBER_MAX && digits == format!("{number:06}")).then_some(number)
 }

@@ -1,57 +1,24 @@
-//! Background work: memtable rotation, flushes and compactions, run as `Env::spawn` tasks (ADR-0005,
-//! ADR-0016). Each task step does one whole job (one memtable flushed, or one compaction) and never holds the
-//! state lock across table IO; the manifest is installed under the lock so versions change one at a time.
+//! Background work: flushes and compactions, run as `Env::spawn` tasks (ADR-0005, ADR-0016). Each task step does
+//! one whole job (one memtable flushed, or one compaction) and never holds a lock across table IO; the manifest is
+//! installed under the writer lock (never a reader's, ADR-lock-b) so versions change one at a time, and the new
+//! version is published to readers before the lock is released.
 
 use std::mem;
 use std::sync::{Arc, Weak};
 
 use env::{Env, File, OpenOptions, TaskHandle, TaskStep};
 
-use crate::db::{Immutable, Inner, State};
 use crate::error::Result;
 use crate::manifest::{Manifest, TableMeta, write_manifest};
-use crate::memtable::Memtable;
-use crate::sstable::{Table, TableBuilder, TableOptions};
+use crate::sstable::{Table, TableBuilder};
+use crate::state::{Inner, State};
 use crate::types::Entry;
 use crate::version::{
     EntrySource, LiveTable, MergeIter, Version, is_bottom, pick_compaction, pick_full, retain_versions,
 };
-use crate::wal::{RecordKind, WalWriter};
 
 /// Bytes charged per entry when sizing compaction outputs.
 const OUTPUT_ENTRY_OVERHEAD_BYTES: u64 = 16;
-
-/// Seal the current log segment, start a new one, and queue the memtable for flushing.
-pub(crate) fn rotate<E: Env>(inner: &Arc<Inner<E>>, state: &mut State<E>) -> Result<()> {
-    let result = rotate_log(inner, state);
-    if let Err(error) = &result {
-        inner.poison(state, error);
-    }
-    result?;
-    ensure_flush_task(inner, state);
-    Ok(())
-}
-
-fn rotate_log<E: Env>(inner: &Arc<Inner<E>>, state: &mut State<E>) -> Result<()> {
-    let number = state.allocate_file_number();
-    state.wal.append(RecordKind::Seal, &[], false)?;
-    state.wal.sync()?;
-    // Every pending commit is in this segment and now durable: make it visible in this memtable, whose log is
-    // this segment, before the memtable is queued for flushing.
-    if !state.pending_commits.is_empty() {
-        // The seal's sync made commits durable before their group commit ran.
-        env::probe!(inner.env, "wal.seal_acknowledged_pending");
-    }
-    crate::txn::acknowledge(state, true);
-    assert!(state.pending_commits.is_empty(), "rotation left commits pending");
-    let file = inner.env.open(&inner.wal_path(number), OpenOptions::create_new())?;
-    inner.env.sync_dir(&inner.dir)?;
-    let old = mem::replace(&mut state.wal, WalWriter::new(file, number));
-    let memtable = mem::replace(&mut state.memtable, Arc::new(Memtable::new()));
-    assert!(old.number() < number, "log segment numbers must grow");
-    state.immutables.push_back(Immutable { memtable, wal_number: old.number() });
-    Ok(())
-}
 
 fn run_step<E: Env>(weak: &Weak<Inner<E>>, job: fn(&Arc<Inner<E>>) -> Result<bool>, is_flush: bool) -> TaskStep {
     let Some(inner) = weak.upgrade() else { return TaskStep::Done };
@@ -61,7 +28,7 @@ fn run_step<E: Env>(weak: &Weak<Inner<E>>, job: fn(&Arc<Inner<E>>) -> Result<boo
         Err(error) => {
             env::probe!(inner.env, "jobs.background_failed");
             let mut state = inner.state();
-            inner.poison(&mut state, &error);
+            inner.poison(&error);
             if is_flush {
                 state.flush_task = None;
             } else {
@@ -95,14 +62,6 @@ pub(crate) fn ensure_compaction_task<E: Env>(inner: &Arc<Inner<E>>, state: &mut 
     handle
 }
 
-pub(crate) fn table_options(options: &crate::Options) -> TableOptions {
-    TableOptions {
-        block_size_bytes: options.block_size_bytes,
-        bloom_bits_per_key: options.bloom_bits_per_key,
-        ..TableOptions::default()
-    }
-}
-
 /// Write `entries` (internal-key order, non-empty) as table `number`, synced. The caller syncs the directory.
 pub(crate) fn write_table<E: Env>(
     inner: &Inner<E>,
@@ -111,7 +70,7 @@ pub(crate) fn write_table<E: Env>(
     entries: &[Entry],
 ) -> Result<Arc<LiveTable<E::File>>> {
     assert!(!entries.is_empty(), "an empty table");
-    let mut builder = TableBuilder::new(table_options(&inner.options));
+    let mut builder = TableBuilder::new(inner.options.table_options());
     for entry in entries {
         builder.add(entry);
     }
@@ -138,7 +97,7 @@ pub(crate) fn write_table<E: Env>(
     Ok(Arc::new(LiveTable { meta, table }))
 }
 
-/// Write a new manifest for `version` (under the state lock, so versions install one at a time).
+/// Write a new manifest for `version` (under the writer lock, so versions install one at a time).
 pub(crate) fn install_manifest<E: Env>(
     inner: &Inner<E>,
     state: &State<E>,
@@ -172,7 +131,7 @@ fn flush_step<E: Env>(inner: &Arc<Inner<E>>) -> Result<bool> {
         let mut state = inner.state();
         let front = state.immutables.front().map(|immutable| Arc::clone(&immutable.memtable));
         match front {
-            Some(memtable) if state.poisoned.is_none() => {
+            Some(memtable) if !inner.is_poisoned() => {
                 let number = state.allocate_file_number();
                 state.pending_outputs.insert(number);
                 (memtable, number)
@@ -195,6 +154,7 @@ fn flush_step<E: Env>(inner: &Arc<Inner<E>>) -> Result<bool> {
         install_manifest(inner, &state, &version, log_number)?;
         state.version = Arc::new(version);
         let flushed = state.immutables.pop_front().expect("front exists");
+        inner.publish(&state);
         state.pending_outputs.remove(&number);
         state.flush_count += 1;
         maybe_schedule_compaction(inner, &mut state);
@@ -241,12 +201,13 @@ fn compaction_step<E: Env>(inner: &Arc<Inner<E>>) -> Result<bool> {
             pick_compaction(&state.version, trigger, level1, ratio, force)
         };
         match pick {
-            Some(pick) if state.poisoned.is_none() => {
-                if state.gc_watermark() < state.last_sequence {
+            Some(pick) if !inner.is_poisoned() => {
+                let watermark = inner.gc_watermark(&state);
+                if watermark < state.last_sequence {
                     // A snapshot older than the newest write is live: this compaction must keep what it reads.
                     env::probe!(inner.env, "compaction.live_snapshot");
                 }
-                (pick, state.gc_watermark(), Arc::clone(&state.version), full)
+                (pick, watermark, Arc::clone(&state.version), full)
             }
             _ => {
                 state.compaction_task = None;
@@ -268,6 +229,7 @@ fn compaction_step<E: Env>(inner: &Arc<Inner<E>>) -> Result<bool> {
         let new_version = state.version.apply(&removed, outputs.clone());
         install_manifest(inner, &state, &new_version, state.live_log_number())?;
         state.version = Arc::new(new_version);
+        inner.publish(&state);
         state.compaction_count += 1;
         for output in &outputs {
             state.pending_outputs.remove(&output.meta.file_number);
@@ -335,7 +297,7 @@ fn write_compaction_outputs<E: Env>(
 fn write_output<E: Env>(inner: &Inner<E>, entries: &[Entry], level: usize) -> Result<Arc<LiveTable<E::File>>> {
     let number = {
         let mut state = inner.state();
-        state.check_writable()?;
+        inner.check_writable()?;
         let number = state.allocate_file_number();
         state.pending_outputs.insert(number);
         number

@@ -10,6 +10,7 @@
 //! ```
 
 pub mod canary;
+mod commit;
 
 /// Whether the expensive cross-checks run: checks whose cost is of the order of the operation they check (a
 /// second, plain binary search of a table's index on every lookup). On in the engine's own tests and in every
@@ -27,18 +28,21 @@ mod recovery;
 pub mod recovery_rules;
 pub mod ssi;
 pub mod sstable;
+mod state;
 mod txn;
 mod types;
 mod version;
 mod view;
 pub mod wal;
 
-pub use db::{Db, FILE_NUMBER_MAX, Stats};
+pub use commit::{COMMIT_WAITS_MAX, CommitTicket};
+pub use db::{Db, Stats};
 pub use error::{DecodeError, Error, Result};
 pub use introspect::FileKeyRange;
+pub use manifest::FILE_NUMBER_MAX;
 pub use options::{Options, SyncMode, TRACKED_TRANSACTIONS_MIN};
 pub use ssi::ConflictCause;
-pub use txn::{COMMIT_WAITS_MAX, CommitTicket, ReadTransaction, ScanIter, Transaction};
+pub use txn::{ReadTransaction, ScanIter, Transaction};
 /// Every probe (`env::probe!`) the engine can hit, sorted: the rare paths a simulation should reach. A swarm
 /// summary lists those no seed hit (`probes: H of D hit`). The engine's `probes` test keeps this list and the
 /// call sites in `engine/src` equal, so neither can rot.

@@ -20,6 +20,9 @@ use env::{Env, File, OpenOptions};
 use crate::error::{DecodeError, Error, Result};
 use crate::types::Sequence;
 
+/// File numbers above this are not ours (a hostile or damaged directory): such names are ignored.
+pub const FILE_NUMBER_MAX: u64 = 1 << 48;
+
 pub const MANIFEST_MAGIC: [u8; 8] = *b"HFMANIF1";
 pub const MANIFEST_FORMAT_VERSION: u32 = 1;
 pub const MANIFEST_FILE: &str = "MANIFEST";
@@ -140,7 +143,7 @@ fn decode_body(body: &mut Reader<'_>) -> Result<Manifest, DecodeError> {
     let next_file_number = body.u64()?;
     let last_sequence = body.u64()?;
     let log_number = body.u64()?;
-    if next_file_number > crate::db::FILE_NUMBER_MAX || last_sequence > crate::types::SEQUENCE_MAX {
+    if next_file_number > FILE_NUMBER_MAX || last_sequence > crate::types::SEQUENCE_MAX {
         return Err(DecodeError::new(0, "file number or sequence counter out of range"));
     }
     let count = body.u32()?;

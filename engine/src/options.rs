@@ -52,9 +52,18 @@ impl Default for Options {
 }
 
 impl Options {
+    /// The table builder's options these engine options imply.
+    pub(crate) fn table_options(&self) -> crate::sstable::TableOptions {
+        crate::sstable::TableOptions {
+            block_size_bytes: self.block_size_bytes,
+            bloom_bits_per_key: self.bloom_bits_per_key,
+            ..crate::sstable::TableOptions::default()
+        }
+    }
+
     /// Check every option is in range (`Db::open` calls this): `InvalidArgument` names the option.
     pub fn validate(&self) -> crate::Result<()> {
-        let table = crate::jobs::table_options(self);
+        let table = self.table_options();
         let checks = [
             ("bloom_bits_per_key", (1..=crate::sstable::BLOOM_BITS_PER_KEY_MAX).contains(&table.bloom_bits_per_key)),
             ("block_size_bytes", (64..=crate::sstable::BLOCK_SIZE_BYTES_MAX).contains(&table.block_size_bytes)),

@@ -12,13 +12,12 @@
 //!    delete everything no manifest references (old segments, orphan tables, `MANIFEST.tmp`). A crash anywhere
 //!    in 5 leaves the old manifest in charge, and the next open does it again.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use env::{Env, File, OpenOptions};
 
-use crate::db::{Db, Inner, State, parse_number, table_file_name, wal_file_name};
 use crate::error::{Error, Result};
 use crate::jobs::{install_manifest, write_table};
 use crate::manifest::{LEVELS, MANIFEST_FILE, MANIFEST_TEMP_FILE, Manifest, read_manifest};
@@ -29,6 +28,7 @@ use crate::recovery_rules::{
     segment_counts, segment_end,
 };
 use crate::sstable::{BlockCache, Table};
+use crate::state::{Inner, State, parse_number, table_file_name, wal_file_name};
 use crate::types::{Entry, Sequence};
 use crate::version::{LiveTable, Version};
 use crate::wal::{Record, WalEnd, WalScan, WalWriter, decode_segment};
@@ -64,7 +64,7 @@ fn list<E: Env>(env: &E, dir: &Path) -> Result<Listing> {
     Ok(listing)
 }
 
-pub(crate) fn open<E: Env>(env: E, dir: &Path, options: Options) -> Result<Db<E>> {
+pub(crate) fn open<E: Env>(env: E, dir: &Path, options: Options) -> Result<Arc<Inner<E>>> {
     options.validate()?;
     env.create_dir_all(dir)?;
     env.sync_dir(&env::parent_dir(dir))?;
@@ -105,33 +105,18 @@ pub(crate) fn open<E: Env>(env: E, dir: &Path, options: Options) -> Result<Db<E>
         last_sequence,
         next_sequence: last_sequence + 1,
         pending_commits: VecDeque::new(),
-        group_commit_task: None,
-        tracker: {
-            let mut tracker = crate::ssi::ConflictTracker::with_capacity(options.tracked_transactions_max);
-            tracker.set_visible(last_sequence);
-            tracker
-        },
+        batches: crate::state::Batches::default(),
         flush_task: None,
         compaction_task: None,
         full_compaction: false,
         pending_outputs: BTreeSet::new(),
-        poisoned: None,
-        closed: crate::db::ClosedFlag::default(),
         flush_count: 0,
         compaction_count: 0,
-        snapshots: BTreeMap::new(),
     };
-    let inner = Arc::new(Inner {
-        env,
-        dir: dir.to_path_buf(),
-        options,
-        cache,
-        state: Mutex::new(state),
-        lock: Mutex::new(Some(lock)),
-    });
+    let inner = Arc::new(Inner::new(env, dir.to_path_buf(), options, cache, state, lock));
     install_recovered(&inner, &replay.memtable)?;
     remove_orphans(&inner, &listing)?;
-    Ok(Db { inner })
+    Ok(inner)
 }
 
 /// Refuse a directory that lost a file recovery cannot do without (ADR-0073, ADR-0074), before creating or deleting
@@ -322,6 +307,7 @@ fn install_recovered_files<E: Env>(inner: &Arc<Inner<E>>, memtable: &Memtable) -
     let log_number = state.wal.number();
     install_manifest(inner, &state, &version, log_number)?;
     state.version = Arc::new(version);
+    inner.publish(&state);
     Ok(())
 }
 

@@ -1,16 +1,30 @@
 //! What a reader needs: the memtables and tables as of one moment. The one seam between reads and the write
-//! side's state: `get` and `scan` take a [`ReadView`] and never touch the write side's lock again.
+//! side's state: `get` and `scan` take a [`ReadView`] (`Inner::read_view` copies the published one under the view
+//! lock, which no IO runs under, ADR-lock-b) and never touch the writer lock.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use env::Env;
-
-use crate::db::{ClosedFlag, Inner};
 use crate::error::Result;
 use crate::memtable::Memtable;
 use crate::types::{Lookup, Sequence, ValueKind};
 use crate::version::Version;
 use crate::version::{EntrySource, MergeIter};
+
+/// Whether the database is closed. Set once, by `close` under the writer lock; read without any lock, by every
+/// call and by scan iterators once per row (ADR-0075).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ClosedFlag(Arc<AtomicBool>);
+
+impl ClosedFlag {
+    pub(crate) fn is_set(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn set(&self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
 
 /// The sources a read merges, newest first: the active memtable, the memtables waiting for a flush, the tables.
 #[derive(Debug)]
@@ -82,20 +96,5 @@ impl<F: env::File> ReadView<F> {
         }
         debug_assert!(rows.windows(2).all(|pair| pair[0].0 < pair[1].0), "scan rows out of order");
         Ok(rows)
-    }
-}
-
-impl<E: Env> Inner<E> {
-    /// The current read view; `Error::Closed` once the database is closed.
-    pub(crate) fn read_view(&self) -> Result<ReadView<E::File>> {
-        let state = self.state();
-        state.check_open()?;
-        Ok(ReadView {
-            memtable: Arc::clone(&state.memtable),
-            immutables: state.immutables.iter().rev().map(|immutable| Arc::clone(&immutable.memtable)).collect(),
-            version: Arc::clone(&state.version),
-            last_sequence: state.last_sequence,
-            closed: state.closed.clone(),
-        })
     }
 }

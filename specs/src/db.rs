@@ -2,7 +2,8 @@
 //! of `(key, value, sequence)` versions), the engine's sequence rules, and the engine's own conflict tracker
 //! ([`engine::ssi::ConflictTracker`]) held as a value inside the model state.
 //!
-//! The transitions follow `engine/src/txn.rs` step by step:
+//! The transitions follow `engine/src/txn.rs` and the commit pipeline it calls (`engine/src/commit.rs`) step by
+//! step:
 //!
 //! * `begin`: snapshot = `last_sequence` (the last *acknowledged* sequence) for a read-write transaction,
 //!   `tracker.safe_snapshot(last_sequence)` for a read-only one ([`ReadOnlySnapshot`]); then `tracker.begin`.

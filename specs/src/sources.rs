@@ -22,9 +22,12 @@ macro_rules! source {
     };
 }
 
-/// `Mvcc`: the transactions and the write-write check it drives, the read path, and the model.
+/// `Mvcc`: the transactions, the commit pipeline and the registry (snapshots, visible sequence), the write-write
+/// check it drives, the read path, and the model.
 const MVCC: &[Source] = &[
     source!("engine/src/txn.rs"),
+    source!("engine/src/commit.rs"),
+    source!("engine/src/state.rs"),
     source!("engine/src/ssi.rs"),
     source!("engine/src/db.rs"),
     source!("specs/src/db.rs"),
@@ -36,6 +39,8 @@ const MVCC: &[Source] = &[
 const SSI: &[Source] = &[
     source!("engine/src/ssi.rs"),
     source!("engine/src/txn.rs"),
+    source!("engine/src/commit.rs"),
+    source!("engine/src/state.rs"),
     source!("specs/src/db.rs"),
     source!("specs/src/ssi.rs"),
     source!("specs/src/check.rs"),
@@ -48,6 +53,7 @@ const STORAGE: &[Source] = &[
     source!("engine/src/manifest.rs"),
     source!("engine/src/recovery.rs"),
     source!("engine/src/recovery_rules.rs"),
+    source!("engine/src/commit.rs"),
     source!("engine/src/jobs.rs"),
     source!("env/src/sim/disk.rs"),
     source!("specs/src/storage.rs"),

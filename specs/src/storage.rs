@@ -7,11 +7,11 @@
 //! it touches kept — so a later unsynced write may survive while an earlier one is lost. Synced data survives.
 //!
 //! On that disk the model runs the engine's protocols, every file operation a separate step:
-//! * **commit** (`engine/src/txn.rs`, `engine/src/wal.rs`): append a one-write batch record, built with the
+//! * **commit** (`engine/src/commit.rs`, `engine/src/wal.rs`): append a one-write batch record, built with the
 //!   shipped [`engine::wal::encode_record_padded`] / [`engine::wal::encode_batch`], carrying the segment's synced
 //!   offset, where [`engine::wal::next_append_start`] puts it (after a sync, at the next 512-byte boundary with
 //!   the zero gap declared, ADR-0067); a commit is acknowledged only once a sync covers its record (group commit).
-//! * **flush** (`engine/src/jobs.rs`): rotate — append a seal, sync, create the next segment, sync the
+//! * **flush** (`engine/src/commit.rs`'s `rotate`, then `engine/src/jobs.rs`): rotate — append a seal, sync, create the next segment, sync the
 //!   directory — then write the memtable's table, sync it, sync the directory, write `MANIFEST.tmp` (built with
 //!   [`engine::manifest::encode_manifest`]), sync it, rename it over `MANIFEST`, sync the directory, and only
 //!   then remove the old segment.

@@ -5,21 +5,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use engine::{Db, Options, PROBES};
-use env::{Env, File, OpenOptions, RealEnv, SimEnv};
-
-/// The most source files the walk visits (a runaway walk is a bug).
-const FILES_MAX: usize = 1_000;
-
-fn rust_files(env: &RealEnv, dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in env.list_dir(dir).expect("engine/src is listable") {
-        assert!(out.len() < FILES_MAX, "the walk visited too many files");
-        if entry.extension().is_some_and(|extension| extension == "rs") {
-            out.push(entry);
-        } else if env.list_dir(&entry).is_ok() {
-            rust_files(env, &entry, out);
-        }
-    }
-}
+use env::{Env, RealEnv, SimEnv};
 
 /// Every probe name a `probe!(` call site in `text` passes (comment lines skipped), with its line number.
 fn call_sites(text: &str) -> Vec<(usize, String)> {
@@ -45,17 +31,10 @@ fn call_sites(text: &str) -> Vec<(usize, String)> {
 
 #[test]
 fn declared_probes_and_call_sites_are_the_same_set() {
-    let env = RealEnv::new();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    rust_files(&env, &src, &mut files);
-    assert!(files.len() > 10, "the walk found only {} files: wrong directory?", files.len());
     let declared: BTreeSet<&str> = PROBES.iter().copied().collect();
     let mut used = BTreeSet::new();
     let mut undeclared = Vec::new();
-    for file in &files {
-        let bytes = env.open(file, OpenOptions::read()).and_then(|file| file.read_all()).expect("readable");
-        let text = String::from_utf8(bytes).expect("sources are UTF-8");
+    for (file, text) in crate::sources::engine_sources(&RealEnv::new()) {
         for (line, name) in call_sites(&text) {
             if !declared.contains(name.as_str()) {
                 undeclared.push(format!("{}:{line}: {name}", file.display()));

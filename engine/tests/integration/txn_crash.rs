@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use engine::wal::{Batch, Record, WalEnd, decode_segment};
 use engine::{CommitTicket, Db, Options, Transaction, ValueKind};
-use env::{DeterministicRng, SimEnv};
+use env::{DeterministicRng, SimEnv, TaskStep};
 
 fn key(i: u64) -> Vec<u8> {
     format!("key{i:03}").into_bytes()
@@ -195,10 +195,16 @@ fn a_crash_inside_a_commit_leaves_it_all_or_nothing() {
     assert!(seen.contains(&(false, false)), "{seen:?}");
 }
 
-/// Several submitted commits wait for one sync: the group-commit task is runnable, and one step of it makes all of
-/// them durable and visible (pending commits drop from N to 0).
+/// The `group-commit` tasks runnable now, oldest first.
+fn batch_tasks(env: &SimEnv) -> Vec<u64> {
+    env.runnable_tasks().into_iter().filter(|(_, name)| name == "group-commit").map(|(id, _)| id).collect()
+}
+
+/// Several submitted commits join one batch: one group-commit task is runnable; its first step captures the log's
+/// end (nothing is visible yet), its second syncs once and makes all of them durable and visible (pending commits
+/// drop from N to 0), and it ends.
 #[test]
-fn one_group_commit_step_acknowledges_a_batch() {
+fn one_group_commit_batch_acknowledges_its_commits() {
     let env = SimEnv::new(7);
     let db = Db::open(env.clone(), "/db", Options::default()).unwrap();
     let mut tickets = Vec::new();
@@ -210,17 +216,66 @@ fn one_group_commit_step_acknowledges_a_batch() {
     }
     assert_eq!(db.pending_commits(), 5);
     assert_eq!(db.get(&key(0)).unwrap(), None, "not visible before the sync");
-    let tasks = env.runnable_tasks();
-    let group = tasks.iter().find(|(_, name)| name == "group-commit");
-    let Some((id, _)) = group else {
-        panic!("5 commits are pending but no group-commit task is runnable (tasks: {tasks:?})");
-    };
-    env.step_task(*id).expect("the group-commit task ran");
-    assert_eq!(db.pending_commits(), 0, "one group-commit step acknowledges every submitted commit");
+    let batches = batch_tasks(&env);
+    assert_eq!(batches.len(), 1, "five commits, one batch: {:?}", env.runnable_tasks());
+    assert_eq!(env.step_task(batches[0]), Some(TaskStep::Continue), "the capture step");
+    assert_eq!(db.pending_commits(), 5, "capturing syncs nothing");
+    let io_before = env.io_count();
+    assert_eq!(env.step_task(batches[0]), Some(TaskStep::Done), "the sync step ends the batch");
+    assert_eq!(env.io_count() - io_before, 1, "one sync for the batch");
+    assert_eq!(db.pending_commits(), 0, "one sync acknowledges every commit of the batch");
     for ticket in &tickets {
         db.wait_for_commit(ticket).unwrap();
     }
     assert_eq!(db.get(&key(4)).unwrap(), Some(b"batched".to_vec()));
+}
+
+/// A batch per sync (ADR-lock-a): commits appended before a batch captures the log's end share its one sync; a
+/// commit appended after the capture joins the next batch, which syncs only after the first ended, and waiting for
+/// it runs that next batch only. Blind writes join the same batches.
+#[test]
+fn a_commit_after_the_capture_waits_for_the_next_batch_only() {
+    let env = SimEnv::new(9);
+    let db = Db::open(env.clone(), "/db", Options::default()).unwrap();
+    let mut first = Vec::new();
+    for i in 0..3u64 {
+        let mut t = db.begin().unwrap();
+        t.put(&key(i), b"first").unwrap();
+        first.push(t.submit().unwrap().unwrap());
+    }
+    let batch_a = batch_tasks(&env);
+    assert_eq!(batch_a.len(), 1);
+    assert_eq!(env.step_task(batch_a[0]), Some(TaskStep::Continue), "batch A captures the log's end");
+    let mut late = db.begin().unwrap();
+    late.put(&key(10), b"late").unwrap();
+    let late = late.submit().unwrap().unwrap();
+    let both = batch_tasks(&env);
+    assert_eq!(both.len(), 2, "the late commit opened batch B: {:?}", env.runnable_tasks());
+    let batch_b = *both.iter().find(|&&id| id != batch_a[0]).expect("a second batch");
+    // Batch A syncs: its three commits become visible, the late one stays pending (it is past A's captured end).
+    let io_before = env.io_count();
+    assert_eq!(env.step_task(batch_a[0]), Some(TaskStep::Done));
+    assert_eq!(env.io_count() - io_before, 1, "batch A: one sync");
+    assert_eq!(db.pending_commits(), 1, "batch A acknowledged its own three commits, not the late one");
+    assert_eq!(db.last_sequence(), first[2].last_sequence);
+    for ticket in &first {
+        db.wait_for_commit(ticket).unwrap();
+    }
+    assert_eq!(env.io_count() - io_before, 1, "batch A's committers wait for nothing more");
+    // A blind write joins batch B (still open) instead of syncing inline.
+    let io_before = env.io_count();
+    db.put(&key(11), b"blind").unwrap();
+    assert!(!batch_tasks(&env).contains(&batch_b), "the blind write waited for batch B, which ran and ended");
+    assert_eq!(db.pending_commits(), 0);
+    assert_eq!(env.io_count() - io_before, 2, "the blind write's append, and batch B's one sync for both");
+    db.wait_for_commit(&late).unwrap();
+    assert!(batch_tasks(&env).is_empty(), "no batch is left: {:?}", env.runnable_tasks());
+    assert_eq!(db.get(&key(10)).unwrap(), Some(b"late".to_vec()));
+    env.crash();
+    let db = reopen(&env, db);
+    for (k, v) in [(key(0), &b"first"[..]), (key(10), b"late"), (key(11), b"blind")] {
+        assert_eq!(db.get(&k).unwrap().as_deref(), Some(v), "an acknowledged write was lost in the crash");
+    }
 }
 
 /// The same batch, shown through IO: waiting for the last of N submitted commits makes all N durable and visible

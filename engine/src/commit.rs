@@ -1,0 +1,330 @@
+//! The commit pipeline (ADR-0021, ADR-lock-a): every write, transactional or blind, goes through it.
+//!
+//! 1. **submit** — under the writer lock: SSI validation (the conflict tracker), sequence assignment, WAL append.
+//!    The commit joins the open batch (spawning its `group-commit` task if none is open) and gets a
+//!    [`CommitTicket`].
+//! 2. **capture** — the batch's first step: once no earlier batch is still syncing, it captures the log's end
+//!    under the writer lock and closes (later commits open the next batch).
+//! 3. **sync and acknowledge** — its second step: one sync outside every lock, then every commit now durable is
+//!    applied to the memtable in sequence order and becomes visible; the task ends. A committer waits
+//!    (`Env::wait`) on its own batch's task only: the task handle is the batch's condition variable.
+
+use std::mem;
+use std::sync::{Arc, Weak};
+
+use env::{Env, File, OpenOptions, TaskHandle, TaskStep};
+
+use crate::error::{Error, Result};
+use crate::memtable::Memtable;
+use crate::options::SyncMode;
+use crate::ssi::{Conflict, ConflictCause, TxnId};
+use crate::state::{Immutable, Inner, PendingCommit, Registry, State};
+use crate::types::Sequence;
+use crate::wal::{Batch, BatchWrite, RecordKind, WalWriter, batch_write_bytes};
+
+/// How many batches a committer waits through before giving up.
+pub const COMMIT_WAITS_MAX: u32 = 1 << 16;
+/// The most batch tasks alive at once: one capturing-or-syncing, one open (a batch captures only after the one
+/// before it ended, so a third cannot start).
+pub const BATCHES_LIVE_MAX: usize = 2;
+/// The name every batch task is spawned under (the simulator's `run_task` steps name it).
+pub const GROUP_COMMIT_TASK: &str = "group-commit";
+
+/// A submitted commit: its writes are in the log; [`crate::Db::wait_for_commit`] makes them durable and visible.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommitTicket {
+    /// The sequence of the commit's last write.
+    pub last_sequence: Sequence,
+}
+
+/// A serialization failure as the engine reports it, probed by cause.
+pub(crate) fn conflict<E: Env>(env: &E, conflict: Conflict) -> Error {
+    match &conflict.cause {
+        ConflictCause::WriteWrite { .. } => env::probe!(env, "ssi.conflict_write_write"),
+        ConflictCause::ReadWrite { .. } => env::probe!(env, "ssi.conflict_read_write"),
+        ConflictCause::ReadWriteCommittedFirst { .. } => env::probe!(env, "ssi.conflict_read_write_committed_first"),
+        ConflictCause::DangerousStructure { .. } => env::probe!(env, "ssi.conflict_dangerous_structure"),
+        ConflictCause::ReadOnlyGuard { .. } => env::probe!(env, "ssi.conflict_read_only_guard"),
+        _ => {}
+    }
+    Error::Conflict { cause: conflict.cause }
+}
+
+/// Start tracking a transaction, expiring the oldest ones when the tracker is full (ADR-0072).
+pub(crate) fn track<E: Env>(
+    inner: &Inner<E>,
+    registry: &mut Registry,
+    snapshot: Sequence,
+    read_only: bool,
+) -> Result<TxnId> {
+    let expired_before = registry.tracker.stats.expired;
+    let tracked = registry.tracker.try_begin(snapshot, read_only);
+    if registry.tracker.stats.expired > expired_before {
+        env::probe!(inner.env, "ssi.transaction_expired");
+    }
+    tracked.map_err(|error| conflict(&inner.env, error))
+}
+
+/// A batch of `writes` over the log's record limit is `InvalidArgument` (ADR-0071).
+pub(crate) fn check_payload(payload_bytes: usize) -> Result<()> {
+    if payload_bytes > crate::wal::RECORD_PAYLOAD_BYTES_MAX {
+        let limit = crate::wal::RECORD_PAYLOAD_BYTES_MAX;
+        let message = format!("a transaction's writes take {payload_bytes} bytes in the log, over its {limit}");
+        return Err(Error::InvalidArgument { message });
+    }
+    Ok(())
+}
+
+/// Step 1: validate `txn`'s writes, assign sequences, append the record, join the open batch. Under the writer
+/// lock.
+pub(crate) fn submit<E: Env>(
+    inner: &Arc<Inner<E>>,
+    state: &mut State<E>,
+    writes: Vec<BatchWrite>,
+    txn: TxnId,
+    snapshot: Option<Sequence>,
+) -> Result<CommitTicket> {
+    let payload_bytes = crate::wal::BATCH_HEADER_BYTES
+        + writes.iter().map(|write| batch_write_bytes(write.key.len(), write.value.len())).sum::<usize>();
+    let first = state.next_sequence;
+    let last = first + writes.len() as u64 - 1;
+    {
+        let mut registry = inner.registry();
+        if let Err(error) = inner.check_writable().and_then(|()| check_payload(payload_bytes)) {
+            registry.tracker.abort(txn);
+            return Err(error);
+        }
+        if last > crate::types::SEQUENCE_MAX {
+            registry.tracker.abort(txn);
+            return Err(Error::Closed { reason: format!("sequence numbers exhausted (at {first})") });
+        }
+        let keys: Vec<Vec<u8>> = writes.iter().map(|write| write.key.clone()).collect();
+        registry.tracker.commit(txn, &keys, last).map_err(|error| conflict(&inner.env, error))?;
+    }
+    let batch = Batch { first_sequence: first, writes };
+    let split = inner.env.buggify("wal.split_write");
+    // Under the writer lock only: no reader waits for this append.
+    if let Err(error) = state.wal.append(RecordKind::Batch, &crate::wal::encode_batch(&batch), split) {
+        let error = Error::from(error);
+        inner.poison(&error);
+        return Err(error);
+    }
+    state.next_sequence = last + 1;
+    let (wal_number, end_offset) = (state.wal.number(), state.wal.end_offset());
+    // Canary: acknowledge before the record is synced.
+    let unsynced = inner.options.sync_mode == SyncMode::NoSync || crate::canary::active("unsynced-ack");
+    // Joined now, so a simulator can step the shared sync before anyone waits (batches larger than one).
+    let group = (!unsynced).then(|| join_open_batch(inner, state));
+    state.pending_commits.push_back(PendingCommit { batch, wal_number, end_offset, snapshot, group });
+    if unsynced {
+        acknowledge(inner, state, true);
+        maybe_rotate(inner, state)?;
+    }
+    Ok(CommitTicket { last_sequence: last })
+}
+
+/// Step 3: make every durable pending commit visible, in sequence order. `all` acknowledges every pending
+/// commit (`NoSync` mode, or after the segment was sealed and synced). The new last sequence is published to
+/// readers before the registry learns it, so no snapshot the registry hands out is ahead of the read view.
+pub(crate) fn acknowledge<E: Env>(inner: &Inner<E>, state: &mut State<E>, all: bool) {
+    let mut acknowledged: Vec<(Sequence, Option<Sequence>)> = Vec::new();
+    while let Some(front) = state.pending_commits.front() {
+        let durable = all || front.wal_number < state.wal.number() || front.end_offset <= state.wal.synced_offset();
+        if !durable {
+            break;
+        }
+        let commit = state.pending_commits.pop_front().expect("front exists");
+        for (index, write) in commit.batch.writes.iter().enumerate() {
+            state.memtable.insert(&write.key, commit.batch.first_sequence + index as u64, write.kind, &write.value);
+        }
+        let last = commit.batch.last_sequence();
+        assert!(last > state.last_sequence, "acknowledged out of sequence order");
+        state.last_sequence = last;
+        acknowledged.push((last, commit.snapshot));
+    }
+    if acknowledged.is_empty() {
+        return;
+    }
+    inner.publish(state);
+    let mut registry = inner.registry();
+    for (last, snapshot) in acknowledged {
+        if let Some(snapshot) = snapshot {
+            registry.release_snapshot(snapshot);
+        }
+        registry.set_visible(last);
+    }
+}
+
+pub(crate) fn maybe_rotate<E: Env>(inner: &Arc<Inner<E>>, state: &mut State<E>) -> Result<()> {
+    let full = state.memtable.size_bytes() >= inner.options.flush_threshold_bytes;
+    let early = !full && !state.memtable.is_empty() && inner.env.buggify("memtable.early_rotate");
+    if early {
+        env::probe!(inner.env, "memtable.rotated_early");
+    }
+    if full || early {
+        rotate(inner, state)?;
+    }
+    Ok(())
+}
+
+/// Seal the current log segment, start a new one, and queue the memtable for flushing. Under the writer lock (its
+/// syncs too): readers keep reading the view published before it, and see the new memtable once it is published.
+pub(crate) fn rotate<E: Env>(inner: &Arc<Inner<E>>, state: &mut State<E>) -> Result<()> {
+    let result = rotate_log(inner, state);
+    if let Err(error) = &result {
+        inner.poison(error);
+    }
+    result?;
+    crate::jobs::ensure_flush_task(inner, state);
+    Ok(())
+}
+
+fn rotate_log<E: Env>(inner: &Arc<Inner<E>>, state: &mut State<E>) -> Result<()> {
+    let number = state.allocate_file_number();
+    state.wal.append(RecordKind::Seal, &[], false)?;
+    state.wal.sync()?;
+    // Every pending commit is in this segment and now durable: make it visible in this memtable, whose log is
+    // this segment, before the memtable is queued for flushing.
+    if !state.pending_commits.is_empty() {
+        // The seal's sync made commits durable before their group commit ran.
+        env::probe!(inner.env, "wal.seal_acknowledged_pending");
+    }
+    acknowledge(inner, state, true);
+    assert!(state.pending_commits.is_empty(), "rotation left commits pending");
+    let file = inner.env.open(&inner.wal_path(number), OpenOptions::create_new())?;
+    inner.env.sync_dir(&inner.dir)?;
+    let old = mem::replace(&mut state.wal, WalWriter::new(file, number));
+    let memtable = mem::replace(&mut state.memtable, Arc::new(Memtable::new()));
+    assert!(old.number() < number, "log segment numbers must grow");
+    state.immutables.push_back(Immutable { memtable, wal_number: old.number() });
+    inner.publish(state);
+    Ok(())
+}
+
+/// Wait until the commit is durable and visible: waits on the task of the batch that holds it, and on no other.
+pub(crate) fn wait_for_commit<E: Env>(inner: &Inner<E>, ticket: &CommitTicket) -> Result<()> {
+    let mut waited: Option<TaskHandle> = None;
+    for _ in 0..COMMIT_WAITS_MAX {
+        let handle = {
+            let state = inner.state();
+            if ticket.last_sequence <= state.last_sequence {
+                return Ok(());
+            }
+            inner.check_writable()?;
+            let index = state.pending_commits.partition_point(|c| c.batch.last_sequence() < ticket.last_sequence);
+            let commit = state.pending_commits.get(index).expect("an unacknowledged commit is pending");
+            let handle = commit.group.clone().expect("a pending commit waiting for a sync has a batch");
+            // Its batch ended without acknowledging it only if it failed, and a failure poisons (checked above).
+            assert!(
+                waited.as_ref() != Some(&handle),
+                "{handle:?} ended and left commit {} pending",
+                ticket.last_sequence
+            );
+            handle
+        };
+        inner.env.wait(&handle)?;
+        waited = Some(handle);
+    }
+    Err(Error::Closed { reason: format!("commit not acknowledged within {COMMIT_WAITS_MAX} batches") })
+}
+
+/// The open batch, spawned if none is open.
+fn join_open_batch<E: Env>(inner: &Arc<Inner<E>>, state: &mut State<E>) -> TaskHandle {
+    let batches = &mut state.batches;
+    if let Some((_, handle)) = &batches.open {
+        return handle.clone();
+    }
+    assert!(batches.live.len() < BATCHES_LIVE_MAX, "a third batch: {:?}", batches.live);
+    let (weak, id) = (Arc::downgrade(inner), batches.next_id);
+    batches.next_id += 1;
+    let mut phase = Phase::Capture;
+    let handle = inner.env.spawn(GROUP_COMMIT_TASK, Box::new(move || batch_step(&weak, id, &mut phase)));
+    batches.open = Some((id, handle.clone()));
+    batches.live.push_back((id, handle.clone()));
+    handle
+}
+
+/// Where a batch task is.
+enum Phase<F> {
+    /// Waiting for the batch before it to end, then capturing the log's end.
+    Capture,
+    /// The log's end is captured: sync segment `number` up to `end`, then acknowledge.
+    Sync { file: Arc<F>, number: u64, end: u64 },
+}
+
+fn batch_step<E: Env>(weak: &Weak<Inner<E>>, me: u64, phase: &mut Phase<E::File>) -> TaskStep {
+    let Some(inner) = weak.upgrade() else { return TaskStep::Done };
+    let step = match std::mem::replace(phase, Phase::Capture) {
+        Phase::Capture => capture(&inner, me).map(|next| next.map(|next| *phase = next).is_some()),
+        Phase::Sync { file, number, end } => sync_and_acknowledge(&inner, me, &file, number, end).map(|()| false),
+    };
+    match step {
+        Ok(true) => TaskStep::Continue,
+        Ok(false) => TaskStep::Done,
+        Err(error) => {
+            let mut state = inner.state();
+            inner.poison(&error);
+            state.batches.end(me);
+            TaskStep::Done
+        }
+    }
+}
+
+/// The batch's first step(s): wait for the batch before it to end (so its sync covers everything appended
+/// meanwhile), then capture the log's end and close the batch. `Some(phase)` to step again, `None` when done.
+fn capture<E: Env>(inner: &Arc<Inner<E>>, me: u64) -> Result<Option<Phase<E::File>>> {
+    let earlier = {
+        let mut state = inner.state();
+        if inner.is_poisoned() {
+            state.batches.end(me);
+            return Ok(None);
+        }
+        let (front, handle) = state.batches.live.front().expect("a live batch is listed").clone();
+        if front == me {
+            state.batches.close(me);
+            if state.pending_commits.is_empty() {
+                // A rotation's seal already made this batch's commits durable and visible.
+                state.batches.end(me);
+                return Ok(None);
+            }
+            let number = state.wal.number();
+            let (file, end) = state.wal.begin_sync();
+            return Ok(Some(Phase::Sync { file, number, end }));
+        }
+        handle
+    };
+    // Outside the lock: commits keep joining this batch while the one before it syncs.
+    inner.env.wait(&earlier)?;
+    Ok(Some(Phase::Capture))
+}
+
+/// The batch's last step: one sync outside the lock, then acknowledge every commit now durable.
+fn sync_and_acknowledge<E: Env>(inner: &Arc<Inner<E>>, me: u64, file: &E::File, number: u64, end: u64) -> Result<()> {
+    let synced = file.sync();
+    let mut state = inner.state();
+    state.batches.end(me);
+    match synced {
+        Ok(()) => {}
+        // Canary: a failed sync is treated as success.
+        Err(_) if crate::canary::active("fsync-error-ignored") => {}
+        Err(error) => {
+            let error = Error::from(error);
+            inner.poison(&error);
+            return Err(error);
+        }
+    }
+    if inner.is_poisoned() {
+        // A sync after a failed one proves nothing about what the failure lost: nothing more is acknowledged.
+        return Ok(());
+    }
+    if state.wal.number() == number {
+        state.wal.mark_synced(end);
+    }
+    let pending_before = state.pending_commits.len();
+    acknowledge(inner, &mut state, false);
+    if pending_before - state.pending_commits.len() > 1 {
+        // One sync made several commits durable: a group commit batch.
+        env::probe!(inner.env, "txn.group_commit_batch");
+    }
+    maybe_rotate(inner, &mut state)
+}
