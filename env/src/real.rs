@@ -11,6 +11,7 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -19,7 +20,13 @@ use rand_core::{RngCore, SeedableRng};
 
 use crate::{Env, Error, File, Op, OpenOptions, Result, Task, TaskHandle, TaskStep};
 
-/// The real operating system: `std::fs` files, a monotonic clock, OS-seeded ChaCha, one thread per task.
+/// Idle worker threads a `RealEnv` keeps for reuse: `spawn` hands a task to one of them instead of starting a
+/// thread (a short task, such as one group-commit batch, would otherwise pay a thread start each time). A worker
+/// that finishes a task when this many are idle exits.
+pub const IDLE_WORKERS_MAX: usize = 8;
+
+/// The real operating system: `std::fs` files, a monotonic clock, OS-seeded ChaCha, tasks on reused worker
+/// threads (one task per thread at a time).
 #[derive(Clone)]
 pub struct RealEnv {
     inner: Arc<RealInner>,
@@ -32,6 +39,43 @@ struct RealInner {
     /// Ids of running tasks (a finished task is removed); waiters block on `tasks_changed`.
     tasks: Mutex<BTreeSet<u64>>,
     tasks_changed: Condvar,
+    /// Idle workers, each reached through the one sender of its channel: dropping the `RealEnv` drops them, and
+    /// each idle worker then exits.
+    idle_workers: Mutex<Vec<Sender<Job>>>,
+}
+
+/// A task handed to a worker, with the worker's own sender (it puts that back into the idle list when done).
+struct Job {
+    inner: Arc<RealInner>,
+    id: u64,
+    task: Task,
+    worker: Sender<Job>,
+}
+
+/// A worker thread: runs `first`, then whatever it is handed while idle, until its channel is closed or the idle
+/// list is full.
+fn work(first: Job, jobs: &Receiver<Job>) {
+    let mut job = first;
+    loop {
+        let Job { inner, id, mut task, worker } = job;
+        {
+            // Removes the task and wakes waiters even if the task panics, so `wait` never hangs on it.
+            let _finished = FinishGuard { inner: Arc::clone(&inner), id };
+            while task() == TaskStep::Continue {}
+        }
+        {
+            let mut idle = inner.idle_workers.lock().expect("idle workers poisoned");
+            if idle.len() >= IDLE_WORKERS_MAX {
+                return;
+            }
+            idle.push(worker);
+        }
+        drop(inner);
+        match jobs.recv() {
+            Ok(next) => job = next,
+            Err(_) => return,
+        }
+    }
 }
 
 impl fmt::Debug for RealEnv {
@@ -56,6 +100,7 @@ impl RealEnv {
                 next_task_id: AtomicU64::new(1),
                 tasks: Mutex::new(BTreeSet::new()),
                 tasks_changed: Condvar::new(),
+                idle_workers: Mutex::new(Vec::new()),
             }),
         }
     }
@@ -86,6 +131,16 @@ impl Drop for FinishGuard {
         assert!(removed || std::thread::panicking(), "task {} finished twice", self.id);
         self.inner.tasks_changed.notify_all();
     }
+}
+
+/// A new worker thread for a task (named for its first task), with a fresh channel for what it is handed later.
+fn start_worker(name: &str, inner: Arc<RealInner>, id: u64, task: Task) {
+    let (worker, jobs) = std::sync::mpsc::channel();
+    let job = Job { inner, id, task, worker };
+    std::thread::Builder::new()
+        .name(format!("holdfast-{name}"))
+        .spawn(move || work(job, &jobs))
+        .expect("failed to spawn a thread");
 }
 
 /// A `std::fs::File` with positional IO.
@@ -251,20 +306,22 @@ impl Env for RealEnv {
         }
     }
 
-    fn spawn(&self, name: &str, mut task: Task) -> TaskHandle {
+    fn spawn(&self, name: &str, task: Task) -> TaskHandle {
         let id = self.inner.next_task_id.fetch_add(1, Ordering::Relaxed);
         let inserted = self.inner.tasks.lock().expect("task table poisoned").insert(id);
         assert!(inserted, "task id {id} reused");
-        let inner = Arc::clone(&self.inner);
-        std::thread::Builder::new()
-            .name(format!("holdfast-{name}"))
-            .spawn(move || {
-                // Removes the task and wakes waiters even if the task panics, so `wait` never hangs on it.
-                let _finished = FinishGuard { inner, id };
-                while task() == TaskStep::Continue {}
-            })
-            .expect("failed to spawn a thread");
-        TaskHandle { id, name: name.to_string(), epoch: 0 }
+        let handle = TaskHandle { id, name: name.to_string(), epoch: 0 };
+        let idle = self.inner.idle_workers.lock().expect("idle workers poisoned").pop();
+        let Some(worker) = idle else {
+            start_worker(name, Arc::clone(&self.inner), id, task);
+            return handle;
+        };
+        let job = Job { inner: Arc::clone(&self.inner), id, task, worker: worker.clone() };
+        // An idle worker waits in `recv` and holds no sender of its own, so the send reaches it unless it died.
+        if let Err(std::sync::mpsc::SendError(job)) = worker.send(job) {
+            start_worker(name, job.inner, job.id, job.task);
+        }
+        handle
     }
 
     fn wait(&self, handle: &TaskHandle) -> Result<()> {

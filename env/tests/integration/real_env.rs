@@ -126,6 +126,64 @@ fn spawned_task_runs_to_completion_on_another_thread() {
     assert_eq!(env.wait(&handle), Ok(()), "waiting again on a finished task returns at once");
 }
 
+/// The thread a task's first step ran on.
+fn thread_of_one_task(env: &RealEnv) -> std::thread::ThreadId {
+    let seen = Arc::new(std::sync::Mutex::new(None));
+    let task_seen = Arc::clone(&seen);
+    let handle = env.spawn(
+        "which-thread",
+        Box::new(move || {
+            *task_seen.lock().expect("slot") = Some(std::thread::current().id());
+            TaskStep::Done
+        }),
+    );
+    env.wait(&handle).expect("wait");
+    let id = seen.lock().expect("slot").expect("the task ran");
+    id
+}
+
+#[test]
+fn a_finished_task_leaves_its_worker_thread_for_the_next_task() {
+    let env = RealEnv::new();
+    let first = thread_of_one_task(&env);
+    assert_ne!(first, std::thread::current().id(), "tasks run off the caller's thread");
+    for _ in 0..3 {
+        assert_eq!(thread_of_one_task(&env), first, "an idle worker takes the next task: no thread start per task");
+    }
+}
+
+#[test]
+fn tasks_that_wait_for_each_other_each_get_a_thread_even_beyond_the_idle_pool() {
+    let env = RealEnv::new();
+    let tasks = env::IDLE_WORKERS_MAX as u64 + 4;
+    for round in 0..2 {
+        let arrived = Arc::new(AtomicU64::new(0));
+        let deadline = env.now() + std::time::Duration::from_secs(20);
+        let handles: Vec<_> = (0..tasks)
+            .map(|_| {
+                let (arrived, env_in_task, mut counted) = (Arc::clone(&arrived), env.clone(), false);
+                env.spawn(
+                    "rendezvous",
+                    Box::new(move || {
+                        if !counted {
+                            counted = true;
+                            arrived.fetch_add(1, Ordering::SeqCst);
+                        }
+                        // Done once every task arrived: only if all of them run at the same time.
+                        let all = arrived.load(Ordering::SeqCst) == tasks;
+                        if all || env_in_task.now() > deadline { TaskStep::Done } else { TaskStep::Continue }
+                    }),
+                )
+            })
+            .collect();
+        for handle in &handles {
+            env.wait(handle).expect("wait");
+        }
+        assert_eq!(arrived.load(Ordering::SeqCst), tasks, "round {round}: every task ran");
+        assert!(env.now() <= deadline, "round {round}: the tasks did not all run at once (a worker ran two)");
+    }
+}
+
 #[test]
 fn real_lock_conflicts_until_released() {
     let env = RealEnv::new();
