@@ -138,8 +138,7 @@ fn thread_of_one_task(env: &RealEnv) -> std::thread::ThreadId {
         }),
     );
     env.wait(&handle).expect("wait");
-    let id = seen.lock().expect("slot").expect("the task ran");
-    id
+    seen.lock().expect("slot").expect("the task ran")
 }
 
 #[test]
