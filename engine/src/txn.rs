@@ -285,12 +285,21 @@ impl<E: Env> Transaction<E> {
         result
     }
 
-    /// Commit: serializable, and durable when it returns (in `Sync` mode).
+    /// Commit: serializable, and durable when it returns (in `Sync` mode). A serialization failure is returned only
+    /// once the commits that were in flight when it was found are visible, so a retry reads what beat it instead
+    /// of failing against the same unacknowledged writer again (ADR-pool-b).
     pub fn commit(self) -> Result<()> {
         let db = self.db.clone();
-        match self.submit()? {
-            Some(ticket) => db.wait_for_commit(&ticket),
-            None => Ok(()),
+        match self.submit() {
+            Ok(Some(ticket)) => db.wait_for_commit(&ticket),
+            Ok(None) => Ok(()),
+            Err(error) if error.is_conflict() => {
+                let in_flight = CommitTicket { last_sequence: db.inner.state().next_sequence - 1 };
+                // Its own failure (a crash, a poisoned log) is not this commit's: the conflict is the answer.
+                drop(db.wait_for_commit(&in_flight));
+                Err(error)
+            }
+            Err(error) => Err(error),
         }
     }
 

@@ -36,6 +36,25 @@ fn write_write_conflict_is_a_write_write_cause_on_the_key() {
     assert_eq!((cause.name(), cause.key()), ("ww", Some(&b"x"[..])));
 }
 
+/// A commit that loses to a writer whose commit is still in flight (appended, not yet synced) returns its conflict
+/// only once that writer is visible: the retry then reads the winner's value instead of losing to it again.
+#[test]
+fn a_lost_commit_returns_once_the_winner_in_flight_is_visible() {
+    let db = open_with(62, &[("x", "0")]);
+    let (mut t1, mut t2) = (db.begin().unwrap(), db.begin().unwrap());
+    t1.put(b"x", b"1").unwrap();
+    t2.put(b"x", b"2").unwrap();
+    let ticket = t1.submit().unwrap().expect("a write commits");
+    assert!(db.last_sequence() < ticket.last_sequence, "the winner is in flight: appended, not acknowledged");
+    let cause = cause_of(t2.commit().unwrap_err());
+    assert!(matches!(&cause, ConflictCause::WriteWrite { key } if key == b"x"), "{cause:?}");
+    assert!(db.last_sequence() >= ticket.last_sequence, "the loser returned before the winner was visible");
+    let mut retry = db.begin().unwrap();
+    assert_eq!(retry.get(b"x").unwrap(), Some(b"1".to_vec()), "the retry reads the winner");
+    retry.put(b"x", b"2").unwrap();
+    retry.commit().unwrap();
+}
+
 /// Write skew (the on-call doctors): both read both rows, each takes itself off call. The second committer closes
 /// a dangerous structure through its write of bob, which the first had read.
 #[test]
