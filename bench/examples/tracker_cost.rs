@@ -7,11 +7,17 @@
 //! Two workloads: `blind` (one-write `Db::put`, the ADR-0072 measurement) and `read_scan` (a transaction that reads
 //! one key, scans an 8-key range, writes one key and commits: retained records carry reads and ranges too).
 //!
+//! Two layers: `db` times the whole transaction through `Db` (the held reader also pins every MVCC version, so the
+//! read path's cost grows too: that is not the tracker's), and `tracker` replays the same calls on a bare
+//! `engine::ssi::ConflictTracker` (begin, read, scan, commit at the next sequences, make visible): the tracker's
+//! own cost per transaction.
+//!
 //! `cargo run --release --manifest-path bench/Cargo.toml --no-default-features --features holdfast --example
 //! tracker_cost [N ...]` (default N: 1000 10000 50000).
 
 use std::time::Instant;
 
+use engine::ssi::{ConflictTracker, KeyRange};
 use engine::{Db, Options};
 use env::SimEnv;
 
@@ -65,7 +71,48 @@ fn read_scan(db: &Db<SimEnv>, index: u64) -> engine::Result<()> {
     txn.commit()
 }
 
+/// The tracker calls the engine makes for transaction `index` of `workload`, on a bare tracker whose last visible
+/// sequence is `visible`; returns whether it committed (and then the new visible sequence).
+fn tracker_run(tracker: &mut ConflictTracker, workload: Workload, index: u64, visible: &mut u64) -> bool {
+    let txn = tracker.try_begin(*visible, false).expect("room in the tracker");
+    if let Workload::ReadScan = workload {
+        let start = index.wrapping_mul(13) % (KEYS - SCAN_KEYS);
+        let range = KeyRange { start: key(start), end: Some(key(start + SCAN_KEYS)) };
+        let read = tracker.on_read(txn, &key(index.wrapping_mul(7))).and_then(|()| tracker.on_scan(txn, range));
+        if read.is_err() {
+            tracker.abort(txn);
+            return false;
+        }
+    }
+    if tracker.commit(txn, &[key(index)], *visible + 1).is_err() {
+        return false;
+    }
+    *visible += 1;
+    tracker.set_visible(*visible);
+    true
+}
+
+fn measure_tracker(workload: Workload, fillers: u64) -> Row {
+    let mut tracker = ConflictTracker::new();
+    let mut visible = 0;
+    let reader = tracker.try_begin(visible, true).expect("begin");
+    tracker.on_read(reader, &key(0)).expect("the held reader reads");
+    let mut conflicts = 0;
+    for index in 0..fillers {
+        conflicts += u64::from(!tracker_run(&mut tracker, workload, index, &mut visible));
+    }
+    let start = Instant::now();
+    for index in fillers..fillers + TIMED {
+        conflicts += u64::from(!tracker_run(&mut tracker, workload, index, &mut visible));
+    }
+    let elapsed = start.elapsed();
+    let tracked = tracker.tracked();
+    let mean_us = elapsed.as_secs_f64() * 1e6 / TIMED as f64;
+    Row { layer: "tracker", workload, retained: fillers, tracked, mean_us, conflicts }
+}
+
 struct Row {
+    layer: &'static str,
     workload: Workload,
     retained: u64,
     tracked: usize,
@@ -91,24 +138,31 @@ fn measure(workload: Workload, fillers: u64) -> Row {
     drop(reader);
     db.close().expect("close");
     let mean_us = elapsed.as_secs_f64() * 1e6 / TIMED as f64;
-    Row { workload, retained: fillers, tracked, mean_us, conflicts }
+    Row { layer: "db", workload, retained: fillers, tracked, mean_us, conflicts }
 }
 
 fn main() {
     let args: Vec<u64> = std::env::args().skip(1).map(|arg| arg.parse().expect("N is a number")).collect();
     let sizes = if args.is_empty() { vec![1_000, 10_000, 50_000] } else { args };
-    println!("{:<10} {:>10} {:>10} {:>14} {:>10}", "workload", "fillers", "tracked", "us/commit", "conflicts");
-    for workload in [Workload::Blind, Workload::ReadScan] {
-        for &fillers in &sizes {
-            let row = measure(workload, fillers);
-            println!(
-                "{:<10} {:>10} {:>10} {:>14.1} {:>10}",
-                row.workload.name(),
-                row.retained,
-                row.tracked,
-                row.mean_us,
-                row.conflicts
-            );
+    println!(
+        "{:<8} {:<10} {:>10} {:>10} {:>14} {:>10}",
+        "layer", "workload", "fillers", "tracked", "us/commit", "conflicts"
+    );
+    let layers: [fn(Workload, u64) -> Row; 2] = [measure_tracker, measure];
+    for layer in layers {
+        for workload in [Workload::Blind, Workload::ReadScan] {
+            for &fillers in &sizes {
+                let row = layer(workload, fillers);
+                println!(
+                    "{:<8} {:<10} {:>10} {:>10} {:>14.1} {:>10}",
+                    row.layer,
+                    row.workload.name(),
+                    row.retained,
+                    row.tracked,
+                    row.mean_us,
+                    row.conflicts
+                );
+            }
         }
     }
 }
