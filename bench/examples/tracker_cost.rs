@@ -1,8 +1,9 @@
 //! Per-commit cost of the SSI conflict tracker against the number of records it retains (ADR-0072, ADR-ssi).
 //!
 //! One `ReadTransaction` is held open (it read one key), so every later commit's record is retained. Then N
-//! filler transactions commit, then 200 more are timed: the table gives the mean wall time per timed transaction,
-//! from `begin` (or the blind `put`) to its acknowledged commit, on `SimEnv` (no real I/O) in one thread.
+//! filler transactions commit, then 5 batches of 200 more are timed: the table gives the mean wall time per
+//! transaction of the fastest batch (a shared machine preempts: the best batch is the least disturbed), from
+//! `begin` (or the blind `put`) to its acknowledged commit, on `SimEnv` (no real I/O) in one thread.
 //!
 //! Two workloads: `blind` (one-write `Db::put`, the ADR-0072 measurement) and `read_scan` (a transaction that reads
 //! one key, scans an 8-key range, writes one key and commits: retained records carry reads and ranges too).
@@ -23,8 +24,25 @@ use env::SimEnv;
 
 /// Distinct keys the workloads write (the key space stays small: the LSM is not what is measured).
 const KEYS: u64 = 1000;
-/// Timed transactions after the fillers.
+/// Timed transactions after the fillers, per batch.
 const TIMED: u64 = 200;
+/// Timed batches; the fastest one is reported.
+const BATCHES: u64 = 5;
+
+/// The mean microseconds per transaction of the fastest of [`BATCHES`] batches of [`TIMED`] runs of `run` (given
+/// the transaction's index, from `first`), and how many did not commit.
+fn best_batch(first: u64, mut run: impl FnMut(u64) -> bool) -> (f64, u64) {
+    let (mut best_us, mut conflicts) = (f64::MAX, 0);
+    for batch in 0..BATCHES {
+        let start = Instant::now();
+        let from = first + batch * TIMED;
+        for index in from..from + TIMED {
+            conflicts += u64::from(!run(index));
+        }
+        best_us = best_us.min(start.elapsed().as_secs_f64() * 1e6 / TIMED as f64);
+    }
+    (best_us, conflicts)
+}
 /// Keys one `read_scan` transaction scans.
 const SCAN_KEYS: u64 = 8;
 
@@ -101,13 +119,10 @@ fn measure_tracker(workload: Workload, fillers: u64) -> Row {
     for index in 0..fillers {
         conflicts += u64::from(!tracker_run(&mut tracker, workload, index, &mut visible));
     }
-    let start = Instant::now();
-    for index in fillers..fillers + TIMED {
-        conflicts += u64::from(!tracker_run(&mut tracker, workload, index, &mut visible));
-    }
-    let elapsed = start.elapsed();
+    let (mean_us, timed_conflicts) =
+        best_batch(fillers, |index| tracker_run(&mut tracker, workload, index, &mut visible));
+    conflicts += timed_conflicts;
     let tracked = tracker.tracked();
-    let mean_us = elapsed.as_secs_f64() * 1e6 / TIMED as f64;
     Row { layer: "tracker", workload, retained: fillers, tracked, mean_us, conflicts }
 }
 
@@ -129,15 +144,11 @@ fn measure(workload: Workload, fillers: u64) -> Row {
     for index in 0..fillers {
         conflicts += u64::from(!workload.run(&db, index));
     }
-    let start = Instant::now();
-    for index in fillers..fillers + TIMED {
-        conflicts += u64::from(!workload.run(&db, index));
-    }
-    let elapsed = start.elapsed();
+    let (mean_us, timed_conflicts) = best_batch(fillers, |index| workload.run(&db, index));
+    conflicts += timed_conflicts;
     let (_, tracked) = db.conflict_stats();
     drop(reader);
     db.close().expect("close");
-    let mean_us = elapsed.as_secs_f64() * 1e6 / TIMED as f64;
     Row { layer: "db", workload, retained: fillers, tracked, mean_us, conflicts }
 }
 
