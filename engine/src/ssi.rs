@@ -17,7 +17,7 @@
 //! * **Bounded memory**: a finished transaction's record is dropped once no active transaction overlaps it; a
 //!   full tracker expires its oldest active transaction (ADR-0072).
 //! * **Indexed** (ADR-ssi-a): records are indexed by status, end, written key and straddle span
-//!   ([`index`]), so a commit's cost follows its own keys and the transactions that overlap it, not the number
+//!   (`ssi/index.rs`), so a commit's cost follows its own keys and the transactions that overlap it, not the number
 //!   of records a long-lived reader keeps.
 //!
 //! Sequences give the order: a transaction's snapshot `S` sees every commit with sequence `<= S`; a commit gets
@@ -192,7 +192,7 @@ pub struct TrackerStats {
     pub expired: u64,
 }
 
-/// The conflict tracker. See the module docs. Equality and hashing cover the records, not the [`Index`] (a
+/// The conflict tracker. See the module docs. Equality and hashing cover the records, not the index (a
 /// function of them), so `specs::Ssi` sees the same states as before the index.
 #[derive(Clone, Debug)]
 pub struct ConflictTracker {
