@@ -14,14 +14,31 @@
 //!   committed, and a read-only transaction that is still open sees `Tout` (its snapshot is at or after `Tout`'s
 //!   commit), `Tp` aborts — that reader could later read a key `Tp` wrote (Fekete's read-only anomaly).
 //! * **First committer wins** for write-write conflicts.
-//! * **Bounded memory**: a finished transaction's record is dropped once no active transaction overlaps it.
+//! * **Bounded memory**: a finished transaction's record is dropped once no active transaction overlaps it; a
+//!   full tracker expires its oldest active transaction (ADR-0072).
+//! * **Indexed** (ADR-ssi-a): records are indexed by status, end, written key and straddle span
+//!   (`ssi/index.rs`), so a commit's cost follows its own keys and the transactions that overlap it, not the number
+//!   of records a long-lived reader keeps.
 //!
 //! Sequences give the order: a transaction's snapshot `S` sees every commit with sequence `<= S`; a commit gets
 //! the next sequence when it is validated, even though it becomes visible only when its log record is synced.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
+mod cause;
+#[cfg(test)]
+mod equivalence;
+mod index;
+#[cfg(test)]
+mod reference;
+mod rules;
+#[cfg(test)]
+mod tests;
 
+use std::collections::{BTreeMap, BTreeSet};
+use std::hash::{Hash, Hasher};
+use std::ops::Bound;
+
+pub use self::cause::{Conflict, ConflictCause};
+use self::index::Index;
 use crate::types::Sequence;
 
 /// A transaction's id inside the tracker.
@@ -43,105 +60,16 @@ impl KeyRange {
     }
 }
 
-/// Why a transaction must abort.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Conflict {
-    /// The cause, as the tracker found it (the engine reports it as [`crate::Error::Conflict`]).
-    pub cause: ConflictCause,
-}
-
-/// Why the conflict tracker made a transaction abort: a serialization failure, kept as data (the key as bytes);
-/// its [`Display`](fmt::Display) renders the message. See the module docs for the rules behind each cause.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum ConflictCause {
-    /// First committer wins: a transaction that committed after this one's snapshot also wrote `key`, which this
-    /// one writes. Found at this transaction's commit.
-    WriteWrite {
-        /// The first key of this transaction's writes (in the order given to commit) that the other also wrote.
-        key: Vec<u8>,
-    },
-    /// A read found a version of `key` committed after the reader's snapshot (an rw antidependency, read after
-    /// commit) and that edge closed a dangerous structure. The victim (this transaction) is the reader, or the
-    /// transaction whose rw edge leads into the reader; it learns of it at its next operation.
-    ReadWrite {
-        /// The key read; for a scan, the start of the scanned range.
-        key: Vec<u8>,
-    },
-    /// Another transaction's commit wrote `key`, which a concurrent transaction had read (an rw antidependency,
-    /// write after concurrent read), and that closed a dangerous structure whose victim is not the committer (it
-    /// committed first) but this transaction: the reader, or the transaction whose rw edge leads into the reader.
-    /// It learns of it at its next operation.
-    ReadWriteCommittedFirst {
-        /// The key the committer wrote and the reader had read (or scanned over).
-        key: Vec<u8>,
-    },
-    /// At this transaction's commit, its write of `key` completed an rw antidependency from a concurrent reader
-    /// that closed a dangerous structure with this transaction as the victim.
-    DangerousStructure {
-        /// The key this transaction writes that the concurrent reader had read (or scanned over).
-        key: Vec<u8>,
-    },
-    /// Fekete's read-only anomaly guard at a writer's commit: an open read-only transaction sees a commit that
-    /// this writer must precede (this writer has an rw antidependency to it), so this writer aborts.
-    ReadOnlyGuard {
-        /// A key this writer read that the committed transaction it must precede overwrote; if none is left in the
-        /// tracker, the first key this writer writes.
-        key: Vec<u8>,
-    },
-    /// The tracker was full (`Options::tracked_transactions_max`) and this was the oldest active transaction: it
-    /// was ended to make room (a read-only one too: it ends, it does not abort; ADR-0072). Retry it. No key.
-    Expired,
-}
-
-impl ConflictCause {
-    /// The key the conflict is on, where the cause has one (every cause today has one).
-    pub fn key(&self) -> Option<&[u8]> {
-        match self {
-            ConflictCause::WriteWrite { key }
-            | ConflictCause::ReadWrite { key }
-            | ConflictCause::ReadWriteCommittedFirst { key }
-            | ConflictCause::DangerousStructure { key }
-            | ConflictCause::ReadOnlyGuard { key } => Some(key),
-            ConflictCause::Expired => None,
-        }
-    }
-
-    /// A stable short name of the cause, for counters and reports: `ww`, `rw` (both rw causes), `dangerous` or
-    /// `read_only_guard`.
-    pub fn name(&self) -> &'static str {
-        match self {
-            ConflictCause::WriteWrite { .. } => "ww",
-            ConflictCause::ReadWrite { .. } | ConflictCause::ReadWriteCommittedFirst { .. } => "rw",
-            ConflictCause::DangerousStructure { .. } => "dangerous",
-            ConflictCause::ReadOnlyGuard { .. } => "read_only_guard",
-            ConflictCause::Expired => "expired",
-        }
-    }
-}
-
-impl fmt::Display for ConflictCause {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ConflictCause::WriteWrite { key } => {
-                write!(f, "write-write conflict on {}: first committer wins", render(key))
-            }
-            ConflictCause::ReadWrite { key } => write!(f, "rw conflict on {}", render(key)),
-            ConflictCause::ReadWriteCommittedFirst { key } => {
-                write!(f, "rw conflict on {} with a transaction that committed first", render(key))
-            }
-            ConflictCause::DangerousStructure { key } => {
-                write!(f, "dangerous structure through rw conflict on {}", render(key))
-            }
-            ConflictCause::ReadOnlyGuard { key } => write!(
-                f,
-                "rw conflict on {}: an open read-only transaction sees a commit this writer must precede",
-                render(key)
-            ),
-            ConflictCause::Expired => {
-                f.write_str("expired: the conflict tracker was full and this was its oldest active transaction")
-            }
-        }
+impl KeyRange {
+    /// Does the range hold any of `keys`? A range lookup in the set, not a walk over it.
+    fn holds_any(&self, keys: &BTreeSet<Vec<u8>>) -> bool {
+        let start = Bound::Included(self.start.as_slice());
+        let end = match &self.end {
+            Some(end) if end.as_slice() < self.start.as_slice() => return false,
+            Some(end) => Bound::Excluded(end.as_slice()),
+            None => Bound::Unbounded,
+        };
+        keys.range::<[u8], _>((start, end)).next().is_some()
     }
 }
 
@@ -173,11 +101,33 @@ struct TxnRecord {
 }
 
 impl TxnRecord {
+    fn new(snapshot: Sequence, read_only: bool) -> Self {
+        Self {
+            snapshot,
+            read_only,
+            status: Status::Active,
+            doomed: None,
+            reads: BTreeSet::new(),
+            ranges: Vec::new(),
+            writes: BTreeSet::new(),
+            in_edges: BTreeSet::new(),
+            out_edges: BTreeSet::new(),
+            pruned_out_commit_min: None,
+            pruned_out_first_min: None,
+        }
+    }
+
     fn commit(&self) -> Option<Sequence> {
         match self.status {
             Status::Committed(sequence) => Some(sequence),
             _ => None,
         }
+    }
+
+    /// The first sequence of a committed transaction's writes (they take consecutive sequences ending at its
+    /// commit).
+    fn first(&self) -> Option<Sequence> {
+        Some(self.commit()? + 1 - self.writes.len().max(1) as u64)
     }
 
     fn is_active(&self) -> bool {
@@ -194,6 +144,12 @@ impl TxnRecord {
 
     fn read_covers(&self, key: &[u8]) -> bool {
         self.reads.contains(key) || self.ranges.iter().any(|range| range.contains(key))
+    }
+
+    /// Does it overlap a committer whose snapshot is `snapshot`? Active ones do; ended ones do if they ended
+    /// after the committer began.
+    fn overlaps_commit(&self, snapshot: Sequence) -> bool {
+        self.end().is_none_or(|end| end > snapshot)
     }
 }
 
@@ -236,8 +192,9 @@ pub struct TrackerStats {
     pub expired: u64,
 }
 
-/// The conflict tracker. See the module docs.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+/// The conflict tracker. See the module docs. Equality and hashing cover the records, not the index (a
+/// function of them), so `specs::Ssi` sees the same states as before the index.
+#[derive(Clone, Debug)]
 pub struct ConflictTracker {
     txns: BTreeMap<TxnId, TxnRecord>,
     next_id: TxnId,
@@ -249,6 +206,22 @@ pub struct ConflictTracker {
     /// [`ConflictCause::Expired`]; forgotten at their `abort` or `finish`. At most one per live handle.
     expired: BTreeMap<TxnId, bool>,
     pub stats: TrackerStats,
+    index: Index,
+}
+
+impl PartialEq for ConflictTracker {
+    fn eq(&self, other: &Self) -> bool {
+        (&self.txns, self.next_id, self.visible, self.capacity, &self.expired, &self.stats)
+            == (&other.txns, other.next_id, other.visible, other.capacity, &other.expired, &other.stats)
+    }
+}
+
+impl Eq for ConflictTracker {}
+
+impl Hash for ConflictTracker {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        (&self.txns, self.next_id, self.visible, self.capacity, &self.expired, &self.stats).hash(state);
+    }
 }
 
 impl Default for ConflictTracker {
@@ -272,6 +245,7 @@ impl ConflictTracker {
             capacity,
             expired: BTreeMap::new(),
             stats: TrackerStats::default(),
+            index: Index::default(),
         }
     }
 
@@ -281,15 +255,13 @@ impl ConflictTracker {
     /// is room. Fails with [`ConflictCause::Expired`] when every record left is a commit in flight.
     pub fn try_begin(&mut self, snapshot: Sequence, read_only: bool) -> Result<TxnId, Conflict> {
         while self.txns.len() >= self.capacity {
-            let oldest = self.txns.iter().filter(|(_, r)| r.is_active()).min_by_key(|(id, r)| (r.snapshot, **id));
-            let Some((&victim, record)) = oldest else {
+            let Some((_, victim)) = self.index.oldest_active() else {
                 return Err(Conflict { cause: ConflictCause::Expired });
             };
-            let victim_read_only = record.read_only;
+            let victim_read_only = self.record(victim).read_only;
             if victim_read_only {
-                let visible = self.visible;
-                let record = self.txns.get_mut(&victim).expect("victim");
-                record.status = Status::Finished(visible.max(record.snapshot));
+                let end = self.visible.max(self.record(victim).snapshot);
+                self.update(victim, |record| record.status = Status::Finished(end));
                 self.prune();
             } else {
                 self.abort(victim);
@@ -312,20 +284,10 @@ impl ConflictTracker {
         assert!(self.txns.len() < self.capacity, "conflict tracker holds too many transactions");
         let id = self.next_id;
         self.next_id += 1;
-        let record = TxnRecord {
-            snapshot,
-            read_only,
-            status: Status::Active,
-            doomed: None,
-            reads: BTreeSet::new(),
-            ranges: Vec::new(),
-            writes: BTreeSet::new(),
-            in_edges: BTreeSet::new(),
-            out_edges: BTreeSet::new(),
-            pruned_out_commit_min: None,
-            pruned_out_first_min: None,
-        };
+        let record = TxnRecord::new(snapshot, read_only);
+        self.index.add(id, &record);
         self.txns.insert(id, record);
+        self.check_index();
         id
     }
 
@@ -342,33 +304,50 @@ impl ConflictTracker {
     /// (validated, not yet visible) the latest snapshot can be in that interval; the reader then reads just below
     /// `T`'s first sequence instead of waiting (ADR-0025). `P`'s snapshot stays registered until it is visible, so
     /// the versions that snapshot needs are still there.
+    ///
+    /// A commit's writes take consecutive sequences ending at its commit sequence: a safe snapshot must be below
+    /// the *first* of them, or the reader would see part of the commit (found by the txn target; `specs::Ssi`
+    /// keeps the rule that stepped below the commit sequence as a known-bad variant, ADR-0061). Answered from the
+    /// index of spans ordered by end (ADR-ssi-a): the same answer as [`snapshot_outside`] over [`Self::straddles`].
     pub fn safe_snapshot(&self, visible: Sequence) -> Sequence {
-        // A commit's writes take consecutive sequences ending at its commit sequence: a safe snapshot must be below
-        // the *first* of them, or the reader would see part of the commit (found by the txn target; `specs::Ssi`
-        // keeps the rule that stepped below the commit sequence as a known-bad variant, ADR-0061).
-        let unsafe_spans: Vec<(Sequence, Sequence)> =
-            self.straddles().iter().map(|straddle| (straddle.out_first, straddle.pivot_commit)).collect();
-        snapshot_outside(visible, &unsafe_spans)
+        let snapshot = self.index.safe_snapshot(visible);
+        if crate::EXPENSIVE_CHECKS {
+            let spans: Vec<(Sequence, Sequence)> =
+                self.straddles().iter().map(|straddle| (straddle.out_first, straddle.pivot_commit)).collect();
+            assert_eq!(snapshot, snapshot_outside(visible, &spans), "the span index disagrees with a walk");
+        }
+        snapshot
     }
 
-    /// Every pivot `P → T` whose out-neighbour `T` committed before `P` (live records and the pruned summary).
+    /// Every pivot `P → T` whose out-neighbour `T` committed before `P` (live records and the pruned summary). A
+    /// walk over every record: for tests and the specs; the commit path uses the index.
     pub fn straddles(&self) -> Vec<Straddle> {
-        let mut straddles = Vec::new();
-        for record in self.txns.values() {
-            let Some(pivot_commit) = record.commit() else { continue };
-            let outs = record.out_edges.iter().filter_map(|out| {
-                let out = self.txns.get(out)?;
-                let commit = out.commit()?;
-                Some((commit, commit + 1 - out.writes.len().max(1) as u64))
-            });
-            let pruned = record.pruned_out_commit_min.zip(record.pruned_out_first_min);
-            for (out_commit, out_first) in outs.chain(pruned) {
-                if out_commit < pivot_commit {
-                    straddles.push(Straddle { out_first, out_commit, pivot_commit });
-                }
-            }
+        self.txns.values().flat_map(|record| self.pivot_straddles(record)).collect()
+    }
+
+    /// The straddles whose pivot is `record`: its committed out-neighbours that committed before it, and the
+    /// summary of the dropped ones.
+    fn pivot_straddles(&self, record: &TxnRecord) -> Vec<Straddle> {
+        let Some(pivot_commit) = record.commit() else { return Vec::new() };
+        let outs = record.out_edges.iter().filter_map(|out| {
+            let out = self.txns.get(out)?;
+            Some((out.commit()?, out.first()?))
+        });
+        let pruned = record.pruned_out_commit_min.zip(record.pruned_out_first_min);
+        outs.chain(pruned)
+            .filter(|(out_commit, _)| *out_commit < pivot_commit)
+            .map(|(out_commit, out_first)| Straddle { out_first, out_commit, pivot_commit })
+            .collect()
+    }
+
+    /// Re-index the straddle spans of every committed pivot among `pivots`.
+    fn reindex_spans(&mut self, pivots: &BTreeSet<TxnId>) {
+        for &pivot in pivots {
+            let Some(record) = self.txns.get(&pivot) else { continue };
+            let Some(commit) = record.commit() else { continue };
+            let straddles = self.pivot_straddles(record);
+            self.index.replace_spans(pivot, commit, &straddles);
         }
-        straddles
     }
 
     /// How many transaction records are held (active plus retained finished ones).
@@ -378,11 +357,27 @@ impl ConflictTracker {
 
     /// How many transactions are active.
     pub fn active(&self) -> usize {
-        self.txns.values().filter(|record| record.is_active()).count()
+        self.index.active_count()
     }
 
     fn record(&self, txn: TxnId) -> &TxnRecord {
         self.txns.get(&txn).expect("unknown transaction")
+    }
+
+    /// Change `txn`'s record where the index sees it (status, read-only flag, writes), keeping the index in step.
+    fn update(&mut self, txn: TxnId, change: impl FnOnce(&mut TxnRecord)) {
+        let record = self.txns.get_mut(&txn).expect("unknown transaction");
+        self.index.remove(txn, record);
+        change(record);
+        self.index.add(txn, record);
+    }
+
+    /// `EXPENSIVE_CHECKS` builds: the incremental index equals one built from scratch.
+    fn check_index(&self) {
+        if crate::EXPENSIVE_CHECKS {
+            let rebuilt = Index::build(&self.txns, |_, record| self.pivot_straddles(record));
+            assert_eq!(self.index, rebuilt, "the tracker's index drifted from its records");
+        }
     }
 
     fn check_doomed(&self, txn: TxnId) -> Result<(), Conflict> {
@@ -398,124 +393,6 @@ impl ConflictTracker {
         self.check_doomed(txn)
     }
 
-    /// `txn` read `key` at its snapshot. Records the read and the rw edges to writers it did not see.
-    pub fn on_read(&mut self, txn: TxnId, key: &[u8]) -> Result<(), Conflict> {
-        self.check_doomed(txn)?;
-        let record = self.txns.get_mut(&txn).expect("unknown transaction");
-        assert!(record.is_active(), "read by a finished transaction");
-        record.reads.insert(key.to_vec());
-        let snapshot = record.snapshot;
-        // Canaries: snapshot isolation only, or the read-after-commit rw edge is not recorded.
-        if crate::canary::active("ssi-off") || crate::canary::active("read-after-commit-edge-missed") {
-            return Ok(());
-        }
-        let writers = self.committed_writers_after(snapshot, |writes| writes.contains(key), txn);
-        self.add_edges_from_reader(txn, &writers, key)
-    }
-
-    /// `txn` scanned `range` at its snapshot (a predicate read: phantoms are caught).
-    pub fn on_scan(&mut self, txn: TxnId, range: KeyRange) -> Result<(), Conflict> {
-        self.check_doomed(txn)?;
-        let record = self.txns.get_mut(&txn).expect("unknown transaction");
-        assert!(record.is_active(), "scan by a finished transaction");
-        let snapshot = record.snapshot;
-        // Canary: scans register no ranges (phantoms slip through).
-        if crate::canary::active("no-predicate-reads") {
-            return Ok(());
-        }
-        record.ranges.push(range.clone());
-        if crate::canary::active("ssi-off") || crate::canary::active("read-after-commit-edge-missed") {
-            return Ok(());
-        }
-        let writers = self.committed_writers_after(snapshot, |writes| writes.iter().any(|k| range.contains(k)), txn);
-        self.add_edges_from_reader(txn, &writers, &range.start)
-    }
-
-    /// Committed transactions whose commit the snapshot does not see and whose writes match.
-    fn committed_writers_after(
-        &self,
-        snapshot: Sequence,
-        matches: impl Fn(&BTreeSet<Vec<u8>>) -> bool,
-        except: TxnId,
-    ) -> Vec<TxnId> {
-        self.txns
-            .iter()
-            .filter(|(id, record)| {
-                **id != except && record.commit().is_some_and(|commit| commit > snapshot) && matches(&record.writes)
-            })
-            .map(|(id, _)| *id)
-            .collect()
-    }
-
-    fn add_edges_from_reader(&mut self, reader: TxnId, writers: &[TxnId], key: &[u8]) -> Result<(), Conflict> {
-        for &writer in writers {
-            self.add_edge(reader, writer);
-            if let Some(victim) = self.find_victim(reader, writer) {
-                self.doom(victim, ConflictCause::ReadWrite { key: key.to_vec() });
-            }
-        }
-        self.check_doomed(reader)
-    }
-
-    fn add_edge(&mut self, reader: TxnId, writer: TxnId) {
-        assert_ne!(reader, writer, "a transaction has no rw edge to itself");
-        let new = self.txns.get_mut(&reader).expect("reader").out_edges.insert(writer);
-        self.txns.get_mut(&writer).expect("writer").in_edges.insert(reader);
-        if new {
-            self.stats.rw_edges += 1;
-        }
-    }
-
-    /// After adding `reader → writer`, the victim of any dangerous structure through that edge.
-    fn find_victim(&self, reader: TxnId, writer: TxnId) -> Option<TxnId> {
-        // `writer` as the pivot: reader → writer → out.
-        if let Some(victim) = self.pivot_victim(reader, writer) {
-            return Some(victim);
-        }
-        // `reader` as the pivot: in → reader → writer.
-        let tins: Vec<TxnId> = self.record(reader).in_edges.iter().copied().collect();
-        tins.into_iter().find_map(|tin| self.structure_victim(tin, reader, self.record(writer).commit()?, writer))
-    }
-
-    /// With `pivot`'s out-edges (live and pruned), is `tin → pivot → out` dangerous? Returns the victim.
-    fn pivot_victim(&self, tin: TxnId, pivot: TxnId) -> Option<TxnId> {
-        let record = self.record(pivot);
-        let live = record.out_edges.iter().filter_map(|out| Some((self.txns.get(out)?.commit()?, *out)));
-        let pruned = record.pruned_out_commit_min.map(|commit| (commit, TxnId::MAX));
-        live.chain(pruned).find_map(|(out_commit, out)| self.structure_victim(tin, pivot, out_commit, out))
-    }
-
-    /// Is `tin → pivot → out` dangerous (out committed at `out_commit` first)? Returns the victim.
-    fn structure_victim(&self, tin: TxnId, pivot: TxnId, out_commit: Sequence, out: TxnId) -> Option<TxnId> {
-        let (tin_record, pivot_record) = (self.txns.get(&tin)?, self.record(pivot));
-        let pivot_after = pivot_record.commit().is_none_or(|commit| commit > out_commit);
-        let tin_after = if tin_record.read_only {
-            out_commit <= tin_record.snapshot
-        } else {
-            tin == out || tin_record.commit().is_none_or(|commit| commit > out_commit)
-        };
-        if !(pivot_after && tin_after) {
-            return None;
-        }
-        let can_abort = |record: &TxnRecord| record.is_active() && !record.read_only;
-        if can_abort(pivot_record) {
-            Some(pivot)
-        } else if can_abort(tin_record) {
-            Some(tin)
-        } else {
-            panic!("dangerous structure {tin} -> {pivot} -> {out} with no transaction left to abort")
-        }
-    }
-
-    fn doom(&mut self, victim: TxnId, cause: ConflictCause) {
-        let record = self.txns.get_mut(&victim).expect("victim");
-        assert!(record.is_active() && !record.read_only, "only an active writer can be a victim");
-        if record.doomed.is_none() {
-            record.doomed = Some(cause);
-            self.stats.doomed += 1;
-        }
-    }
-
     /// Validate `txn`'s commit of `writes` at `commit_sequence`. On success the transaction is committed (as far
     /// as conflicts go: later transactions see it as committed at that sequence). On failure it is aborted.
     pub fn commit(&mut self, txn: TxnId, writes: &[Vec<u8>], commit_sequence: Sequence) -> Result<(), Conflict> {
@@ -525,88 +402,18 @@ impl ConflictTracker {
         let result = self.validate(txn, writes, commit_sequence);
         match &result {
             Ok(()) => {
-                let record = self.txns.get_mut(&txn).expect("committer");
-                record.status = Status::Committed(commit_sequence);
+                self.update(txn, |record| record.status = Status::Committed(commit_sequence));
+                let record = self.record(txn);
                 assert!(record.doomed.is_none(), "a doomed transaction committed");
+                // Its straddles as a pivot, and those it completes as the out-neighbour of committed pivots.
+                let mut pivots: BTreeSet<TxnId> = record.in_edges.clone();
+                pivots.insert(txn);
+                self.reindex_spans(&pivots);
+                self.check_index();
             }
             Err(_) => self.abort(txn),
         }
         result
-    }
-
-    fn validate(&mut self, txn: TxnId, writes: &[Vec<u8>], commit_sequence: Sequence) -> Result<(), Conflict> {
-        self.check_doomed(txn)?;
-        let snapshot = self.record(txn).snapshot;
-        assert!(commit_sequence > snapshot, "commit sequence not after the snapshot");
-        assert!(!self.record(txn).read_only || writes.is_empty(), "a read-only transaction wrote");
-        for key in writes {
-            let clash = self.committed_writers_after(snapshot, |w| w.contains(key.as_slice()), txn);
-            if !clash.is_empty() {
-                self.stats.ww_aborts += 1;
-                return Err(Conflict { cause: ConflictCause::WriteWrite { key: key.clone() } });
-            }
-        }
-        self.txns.get_mut(&txn).expect("committer").writes = writes.iter().cloned().collect();
-        // Canary: snapshot isolation only (first committer wins, no rw-antidependency tracking).
-        if crate::canary::active("ssi-off") {
-            return Ok(());
-        }
-        // Write after concurrent read: every transaction that read what we write and does not see our commit.
-        let readers: Vec<(TxnId, Vec<u8>)> = self
-            .txns
-            .iter()
-            .filter(|(id, record)| **id != txn && overlaps_commit(record, snapshot))
-            .filter_map(|(id, record)| Some((*id, writes.iter().find(|key| record.read_covers(key))?.clone())))
-            .collect();
-        for (reader, key) in readers {
-            self.add_edge(reader, txn);
-            let victim = self.find_victim_at_commit(reader, txn, commit_sequence);
-            if let Some(victim) = victim {
-                if victim == txn {
-                    self.stats.dangerous_aborts += 1;
-                    return Err(Conflict { cause: ConflictCause::DangerousStructure { key } });
-                }
-                self.doom(victim, ConflictCause::ReadWriteCommittedFirst { key });
-            }
-        }
-        if !writes.is_empty() && self.read_only_guard_trips(txn) {
-            self.stats.read_only_guard_aborts += 1;
-            let key = self.guard_key(txn).unwrap_or_else(|| writes[0].clone());
-            return Err(Conflict { cause: ConflictCause::ReadOnlyGuard { key } });
-        }
-        Ok(())
-    }
-
-    /// At `txn`'s commit (sequence `commit`), with the new edge `reader → txn`: dangerous structures through it.
-    fn find_victim_at_commit(&self, reader: TxnId, txn: TxnId, commit: Sequence) -> Option<TxnId> {
-        // txn as pivot: reader → txn → out, where out committed before txn (txn is not yet marked committed).
-        if let Some(victim) = self.pivot_victim(reader, txn) {
-            return Some(victim);
-        }
-        // reader as pivot: in → reader → txn, with txn committing now (first among the three if the others
-        // have not committed).
-        let tins: Vec<TxnId> = self.record(reader).in_edges.iter().copied().collect();
-        tins.into_iter().filter(|&tin| tin != txn).find_map(|tin| self.structure_victim(tin, reader, commit, txn))
-    }
-
-    /// A key behind the guard: one this writer read that a committed out-neighbour overwrote.
-    fn guard_key(&self, txn: TxnId) -> Option<Vec<u8>> {
-        let record = self.record(txn);
-        let mut outs = record.out_edges.iter().filter_map(|out| self.txns.get(out));
-        outs.find_map(|out| out.writes.iter().find(|key| record.read_covers(key)).cloned())
-    }
-
-    /// Fekete's read-only anomaly guard: see the module docs.
-    fn read_only_guard_trips(&self, txn: TxnId) -> bool {
-        let record = self.record(txn);
-        let out_commits: Vec<Sequence> = record
-            .out_edges
-            .iter()
-            .filter_map(|out| self.txns.get(out)?.commit())
-            .chain(record.pruned_out_commit_min)
-            .collect();
-        let Some(&earliest) = out_commits.iter().min() else { return false };
-        self.txns.values().any(|other| other.read_only && other.is_active() && other.snapshot >= earliest)
     }
 
     /// `txn` aborted (or rolled back): it is forgotten.
@@ -616,12 +423,14 @@ impl ConflictTracker {
         }
         let record = self.txns.remove(&txn).expect("abort of an unknown transaction");
         assert!(record.commit().is_none(), "abort of a committed transaction");
+        self.index.remove(txn, &record);
         for other in record.in_edges.iter().chain(record.out_edges.iter()) {
             if let Some(neighbour) = self.txns.get_mut(other) {
                 neighbour.in_edges.remove(&txn);
                 neighbour.out_edges.remove(&txn);
             }
         }
+        // An uncommitted out-neighbour is in no straddle: no span changes.
         self.prune();
     }
 
@@ -638,244 +447,53 @@ impl ConflictTracker {
             self.abort(txn);
             return doomed;
         }
-        let record = self.txns.get_mut(&txn).expect("unknown transaction");
+        let record = self.record(txn);
         assert!(record.is_active(), "finish of a finished transaction");
         assert!(record.writes.is_empty(), "finish of a transaction that wrote");
-        record.status = Status::Finished(visible.max(record.snapshot));
-        record.read_only = true;
+        let end = visible.max(record.snapshot);
+        self.update(txn, |record| {
+            record.status = Status::Finished(end);
+            record.read_only = true;
+        });
         self.prune();
         Ok(())
     }
 
     /// Drop the records nobody needs: a finished transaction goes once it is visible and every transaction that
-    /// is active or in flight (validated, not yet visible) began at or after its end (ADR-0024).
+    /// is active or in flight (validated, not yet visible) began at or after its end (ADR-0024). The oldest
+    /// active snapshot and the commits in flight come from the index, and the records to drop are the front of
+    /// the records ordered by end: the cost is the in-flight commits plus the records dropped.
     pub fn prune(&mut self) {
         let visible = self.visible;
-        let in_flight = |record: &TxnRecord| record.is_active() || record.commit().is_some_and(|c| c > visible);
-        let oldest = self.txns.values().filter(|r| in_flight(r)).map(|r| r.snapshot).min();
-        let doomed: Vec<TxnId> = self
-            .txns
-            .iter()
-            .filter(|(_, record)| {
-                record.end().is_some_and(|end| end <= visible && oldest.is_none_or(|oldest| end <= oldest))
-            })
-            .map(|(id, _)| *id)
-            .collect();
-        for id in doomed {
-            let record = self.txns.remove(&id).expect("pruned record");
+        let in_flight = self.index.ended_after(visible).filter_map(|id| {
+            let record = self.record(id);
+            record.commit().is_some_and(|commit| commit > visible).then_some(record.snapshot)
+        });
+        let oldest = self.index.oldest_active().map(|(snapshot, _)| snapshot).into_iter().chain(in_flight).min();
+        let doomed = self.index.ended_by(oldest.map_or(visible, |oldest| oldest.min(visible)));
+        let mut touched = BTreeSet::new();
+        for id in &doomed {
+            let record = self.txns.remove(id).expect("pruned record");
+            self.index.remove(*id, &record);
             for tin in &record.in_edges {
                 if let Some(neighbour) = self.txns.get_mut(tin) {
-                    neighbour.out_edges.remove(&id);
-                    if let Some(commit) = record.commit() {
+                    neighbour.out_edges.remove(id);
+                    if let (Some(commit), Some(first)) = (record.commit(), record.first()) {
                         let min = neighbour.pruned_out_commit_min.map_or(commit, |m| m.min(commit));
                         neighbour.pruned_out_commit_min = Some(min);
-                        let first = commit + 1 - record.writes.len().max(1) as u64;
                         let min = neighbour.pruned_out_first_min.map_or(first, |m| m.min(first));
                         neighbour.pruned_out_first_min = Some(min);
                     }
+                    touched.insert(*tin);
                 }
             }
             for tout in &record.out_edges {
                 if let Some(neighbour) = self.txns.get_mut(tout) {
-                    neighbour.in_edges.remove(&id);
+                    neighbour.in_edges.remove(id);
                 }
             }
         }
-    }
-}
-
-/// Does a transaction overlap a committer whose snapshot is `snapshot`? Active ones do; finished ones do if they
-/// ended after the committer began.
-fn overlaps_commit(record: &TxnRecord, snapshot: Sequence) -> bool {
-    record.end().is_none_or(|end| end > snapshot)
-}
-
-/// A key in a message: quoted text if it is printable UTF-8, else hex.
-fn render(key: &[u8]) -> String {
-    match std::str::from_utf8(key) {
-        Ok(text) if text.chars().all(|c| !c.is_control()) => format!("{text:?}"),
-        _ => format!("0x{}", key.iter().map(|b| format!("{b:02x}")).collect::<String>()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_snapshot_steps_below_every_span_that_holds_it() {
-        assert_eq!(snapshot_outside(9, &[]), 9);
-        assert_eq!(snapshot_outside(9, &[(10, 12)]), 9, "a span above the visible sequence holds nothing");
-        assert_eq!(snapshot_outside(9, &[(9, 10)]), 8);
-        assert_eq!(snapshot_outside(9, &[(4, 6), (7, 12)]), 6, "a span's end is exclusive");
-        assert_eq!(snapshot_outside(9, &[(5, 7), (7, 12)]), 4, "chained spans step down one after the other");
-    }
-
-    /// A pivot `T0 → T1` where `T1` committed two writes (sequences 1..=2) before `T0` (sequence 3): a reader
-    /// must read below `T1`'s first sequence, not its commit sequence (the txn target's partial-commit finding).
-    #[test]
-    fn the_safe_snapshot_is_below_the_whole_straddled_commit() {
-        let mut tracker = ConflictTracker::new();
-        let (pivot, out) = (tracker.begin(0, false), tracker.begin(0, false));
-        tracker.on_read(pivot, b"a").expect("read");
-        tracker.commit(out, &[b"a".to_vec(), b"b".to_vec()], 2).expect("out commits first");
-        tracker.commit(pivot, &[b"c".to_vec()], 3).expect("the pivot commits");
-        assert_eq!(tracker.straddles(), vec![Straddle { out_first: 1, out_commit: 2, pivot_commit: 3 }]);
-        assert_eq!(tracker.safe_snapshot(2), 0);
-        assert_eq!(tracker.safe_snapshot(3), 3, "once the pivot is visible no snapshot straddles it");
-    }
-
-    /// Every cause, on `key`, with the message the tracker formatted before causes were values (the same text).
-    fn causes(key: &[u8], shown: &str) -> Vec<(ConflictCause, String, &'static str)> {
-        let key = key.to_vec();
-        vec![
-            (
-                ConflictCause::WriteWrite { key: key.clone() },
-                format!("write-write conflict on {shown}: first committer wins"),
-                "ww",
-            ),
-            (ConflictCause::ReadWrite { key: key.clone() }, format!("rw conflict on {shown}"), "rw"),
-            (
-                ConflictCause::ReadWriteCommittedFirst { key: key.clone() },
-                format!("rw conflict on {shown} with a transaction that committed first"),
-                "rw",
-            ),
-            (
-                ConflictCause::DangerousStructure { key: key.clone() },
-                format!("dangerous structure through rw conflict on {shown}"),
-                "dangerous",
-            ),
-            (
-                ConflictCause::ReadOnlyGuard { key },
-                format!("rw conflict on {shown}: an open read-only transaction sees a commit this writer must precede"),
-                "read_only_guard",
-            ),
-        ]
-    }
-
-    #[test]
-    fn conflict_cause_display_is_the_old_message_text() {
-        let expected = [
-            "write-write conflict on \"k000001\": first committer wins",
-            "rw conflict on \"k000001\"",
-            "rw conflict on \"k000001\" with a transaction that committed first",
-            "dangerous structure through rw conflict on \"k000001\"",
-            "rw conflict on \"k000001\": an open read-only transaction sees a commit this writer must precede",
-        ];
-        let shown: Vec<String> =
-            causes(b"k000001", "\"k000001\"").iter().map(|(cause, _, _)| cause.to_string()).collect();
-        assert_eq!(shown, expected);
-        // Keys that are not printable text are shown in hex, as before.
-        for (key, rendered) in [(&b"\x00\xffa"[..], "0x00ff61"), (b"a\nb", "0x610a62"), (b"", "\"\"")] {
-            for (cause, text, _) in causes(key, rendered) {
-                assert_eq!(cause.to_string(), text, "{cause:?}");
-            }
-        }
-    }
-
-    #[test]
-    fn conflict_cause_name_and_key() {
-        for (cause, _, name) in causes(b"x", "\"x\"") {
-            assert_eq!(cause.name(), name, "{cause:?}");
-            assert_eq!(cause.key(), Some(&b"x"[..]), "{cause:?}");
-        }
-    }
-
-    fn keys(keys: &[&str]) -> Vec<Vec<u8>> {
-        keys.iter().map(|key| key.as_bytes().to_vec()).collect()
-    }
-
-    fn cause(result: Result<(), Conflict>) -> ConflictCause {
-        result.expect_err("a conflict").cause
-    }
-
-    #[test]
-    fn the_tracker_reports_write_write_as_a_value() {
-        let mut tracker = ConflictTracker::new();
-        let (t1, t2) = (tracker.begin(0, false), tracker.begin(0, false));
-        tracker.commit(t1, &keys(&["x"]), 1).unwrap();
-        let found = cause(tracker.commit(t2, &keys(&["a", "x"]), 2));
-        assert_eq!(found, ConflictCause::WriteWrite { key: b"x".to_vec() });
-        assert_eq!(tracker.stats.ww_aborts, 1);
-    }
-
-    #[test]
-    fn the_tracker_reports_a_dangerous_structure_at_commit_as_a_value() {
-        // Write skew: both read x and y, t1 writes x, t2 writes y.
-        let mut tracker = ConflictTracker::new();
-        let (t1, t2) = (tracker.begin(0, false), tracker.begin(0, false));
-        for txn in [t1, t2] {
-            tracker.on_read(txn, b"x").unwrap();
-            tracker.on_read(txn, b"y").unwrap();
-        }
-        tracker.commit(t1, &keys(&["x"]), 1).unwrap();
-        let found = cause(tracker.commit(t2, &keys(&["y"]), 2));
-        assert_eq!(found, ConflictCause::DangerousStructure { key: b"y".to_vec() });
-        assert_eq!(tracker.stats.dangerous_aborts, 1);
-    }
-
-    #[test]
-    fn the_tracker_reports_an_rw_conflict_at_a_read_as_a_value() {
-        // t1 -> t0 (t1 read z, t0 wrote it and committed first), then t2 reads y that t1 wrote: t2 -> t1 -> t0,
-        // and t2 is the only one left to abort. It is doomed, and stays doomed for its next operation.
-        let mut tracker = ConflictTracker::new();
-        let (t0, t1, t2) = (tracker.begin(0, false), tracker.begin(0, false), tracker.begin(0, false));
-        tracker.on_read(t1, b"z").unwrap();
-        tracker.commit(t0, &keys(&["z"]), 1).unwrap();
-        tracker.commit(t1, &keys(&["y"]), 2).unwrap();
-        let expected = ConflictCause::ReadWrite { key: b"y".to_vec() };
-        assert_eq!(cause(tracker.on_read(t2, b"y")), expected);
-        assert_eq!(cause(tracker.check_doomed_public(t2)), expected);
-        assert_eq!(cause(tracker.commit(t2, &keys(&["w"]), 3)), expected);
-    }
-
-    #[test]
-    fn the_tracker_reports_the_read_only_guard_as_a_value() {
-        // t2 read y; t1 overwrote y and committed (t2 -> t1); a read-only reader sees t1; t2's commit must abort.
-        let mut tracker = ConflictTracker::new();
-        let (t1, t2) = (tracker.begin(0, false), tracker.begin(0, false));
-        tracker.on_read(t2, b"x").unwrap();
-        tracker.on_read(t2, b"y").unwrap();
-        tracker.commit(t1, &keys(&["y"]), 1).unwrap();
-        tracker.set_visible(1);
-        let reader = tracker.begin(1, true);
-        let found = cause(tracker.commit(t2, &keys(&["x"]), 2));
-        assert_eq!(found, ConflictCause::ReadOnlyGuard { key: b"y".to_vec() });
-        assert_eq!(tracker.stats.read_only_guard_aborts, 1);
-        tracker.finish(reader, 1).unwrap();
-    }
-
-    #[test]
-    fn a_full_tracker_expires_the_oldest_active_transaction_and_its_next_call_says_so() {
-        let mut tracker = ConflictTracker::with_capacity(3);
-        let reader = tracker.try_begin(0, true).unwrap();
-        tracker.on_read(reader, b"x").unwrap();
-        let writer = tracker.try_begin(0, false).unwrap();
-        for sequence in 1..=10 {
-            let blind = tracker.try_begin(sequence - 1, false).unwrap();
-            tracker.commit(blind, &keys(&["y"]), sequence).unwrap();
-            tracker.set_visible(sequence);
-            assert!(tracker.tracked() <= 3, "{} records at sequence {sequence}", tracker.tracked());
-        }
-        assert_eq!(tracker.stats.expired, 2, "the reader, then the writer");
-        assert_eq!(cause(tracker.on_read(reader, b"y")), ConflictCause::Expired);
-        assert_eq!(tracker.finish(reader, 10), Ok(()), "an expired reader still ends cleanly");
-        assert_eq!(cause(tracker.commit(writer, &keys(&["z"]), 11)), ConflictCause::Expired);
-        assert_eq!(tracker.expired.len(), 0, "both forgotten once their handles ended");
-        assert_eq!(ConflictCause::Expired.key(), None);
-        assert_eq!(ConflictCause::Expired.name(), "expired");
-    }
-
-    #[test]
-    fn a_tracker_full_of_commits_in_flight_refuses_a_new_transaction() {
-        let mut tracker = ConflictTracker::with_capacity(2);
-        for sequence in 1..=2 {
-            let txn = tracker.try_begin(0, false).unwrap();
-            tracker.commit(txn, &keys(&[&format!("k{sequence}")]), sequence).unwrap();
-        }
-        // Neither commit is visible yet: nothing can be pruned or expired.
-        assert_eq!(tracker.try_begin(0, false), Err(Conflict { cause: ConflictCause::Expired }));
-        tracker.set_visible(2);
-        assert!(tracker.try_begin(2, false).is_ok(), "room once they are visible");
+        self.reindex_spans(&touched);
+        self.check_index();
     }
 }

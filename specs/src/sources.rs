@@ -29,6 +29,9 @@ const MVCC: &[Source] = &[
     source!("engine/src/commit.rs"),
     source!("engine/src/state.rs"),
     source!("engine/src/ssi.rs"),
+    source!("engine/src/ssi/cause.rs"),
+    source!("engine/src/ssi/index.rs"),
+    source!("engine/src/ssi/rules.rs"),
     source!("engine/src/db.rs"),
     source!("specs/src/db.rs"),
     source!("specs/src/mvcc.rs"),
@@ -38,6 +41,9 @@ const MVCC: &[Source] = &[
 /// `Ssi`: the conflict tracker it calls, the transactions whose calls it repeats, and the model.
 const SSI: &[Source] = &[
     source!("engine/src/ssi.rs"),
+    source!("engine/src/ssi/cause.rs"),
+    source!("engine/src/ssi/index.rs"),
+    source!("engine/src/ssi/rules.rs"),
     source!("engine/src/txn.rs"),
     source!("engine/src/commit.rs"),
     source!("engine/src/state.rs"),

@@ -1,0 +1,175 @@
+//! The conflict tracker's indexes (ADR-ssi-a): every question a commit, a read, `prune` or `safe_snapshot` asks
+//! of the records is answered from an ordered index instead of a walk over every record, so its cost follows the
+//! transactions that overlap it, not how many records a long-lived reader keeps.
+//!
+//! The index is a pure function of the records ([`Index::build`]): the tracker updates it at every change of a
+//! record's status, writes or out-edges, and `EXPENSIVE_CHECKS` builds compare it with a rebuild after every
+//! change. Only `BTreeMap`/`BTreeSet`: iteration order is the key order, never a hash order.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
+
+use super::{Sequence, Straddle, TxnId, TxnRecord};
+
+/// A straddle's unsafe span in the index: `(pivot_commit, pivot, out_first, out_commit)`. Ordered by the span's
+/// end (the pivot's commit) first, so `safe_snapshot` visits only the spans that end above its answer, and a
+/// pivot's spans are one contiguous range (its id after its commit sequence).
+type SpanKey = (Sequence, TxnId, Sequence, Sequence);
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct Index {
+    /// Active transactions by `(snapshot, id)`: the oldest first (expiry, `prune`).
+    active: BTreeSet<(Sequence, TxnId)>,
+    /// Active read-only transactions by `(snapshot, id)`: the newest last (the read-only guard).
+    active_read_only: BTreeSet<(Sequence, TxnId)>,
+    /// Ended transactions (committed or finished) by `(end, id)`: `prune` takes them from the front; those that
+    /// ended after a snapshot are the ended ones that overlap it.
+    ended: BTreeSet<(Sequence, TxnId)>,
+    /// Committed transactions' writes: key → `(commit, id)` of every committed record that wrote it.
+    writes: BTreeMap<Vec<u8>, BTreeSet<(Sequence, TxnId)>>,
+    /// Every straddle's unsafe span `[out_first, pivot_commit)`.
+    spans: BTreeSet<SpanKey>,
+}
+
+impl Index {
+    /// The index of `txns`, from scratch (the reference the incremental index must equal).
+    pub(super) fn build<'a>(
+        txns: impl IntoIterator<Item = (&'a TxnId, &'a TxnRecord)>,
+        straddles: impl Fn(TxnId, &TxnRecord) -> Vec<Straddle>,
+    ) -> Self {
+        let mut index = Index::default();
+        for (&id, record) in txns {
+            index.add(id, record);
+            if let Some(commit) = record.commit() {
+                index.replace_spans(id, commit, &straddles(id, record));
+            }
+        }
+        index
+    }
+
+    /// Index `record` under its current status (not its spans: see [`Index::set_spans`]).
+    pub(super) fn add(&mut self, id: TxnId, record: &TxnRecord) {
+        match record.end() {
+            None => {
+                self.active.insert((record.snapshot, id));
+                if record.read_only {
+                    self.active_read_only.insert((record.snapshot, id));
+                }
+            }
+            Some(end) => {
+                self.ended.insert((end, id));
+            }
+        }
+        if let Some(commit) = record.commit() {
+            for key in &record.writes {
+                self.writes.entry(key.clone()).or_default().insert((commit, id));
+            }
+        }
+    }
+
+    /// Undo [`Index::add`] of `record` (before its status changes or it is dropped), and drop its spans.
+    pub(super) fn remove(&mut self, id: TxnId, record: &TxnRecord) {
+        match record.end() {
+            None => {
+                self.active.remove(&(record.snapshot, id));
+                self.active_read_only.remove(&(record.snapshot, id));
+            }
+            Some(end) => {
+                self.ended.remove(&(end, id));
+            }
+        }
+        if let Some(commit) = record.commit() {
+            for key in &record.writes {
+                let writers = self.writes.get_mut(key).expect("an indexed write");
+                writers.remove(&(commit, id));
+                if writers.is_empty() {
+                    self.writes.remove(key);
+                }
+            }
+            self.replace_spans(id, commit, &[]);
+        }
+    }
+
+    /// Replace the spans of the committed `pivot` (at `pivot_commit`) with those of `straddles` (its own).
+    pub(super) fn replace_spans(&mut self, pivot: TxnId, pivot_commit: Sequence, straddles: &[Straddle]) {
+        let range = (pivot_commit, pivot, 0, 0)..=(pivot_commit, pivot, Sequence::MAX, Sequence::MAX);
+        let old: Vec<SpanKey> = self.spans.range(range).copied().collect();
+        for key in old {
+            self.spans.remove(&key);
+        }
+        for straddle in straddles {
+            assert_eq!(straddle.pivot_commit, pivot_commit, "a span of another pivot");
+            self.spans.insert((pivot_commit, pivot, straddle.out_first, straddle.out_commit));
+        }
+    }
+
+    /// The active transaction with the oldest snapshot (the lowest id among equals).
+    pub(super) fn oldest_active(&self) -> Option<(Sequence, TxnId)> {
+        self.active.first().copied()
+    }
+
+    pub(super) fn active_count(&self) -> usize {
+        self.active.len()
+    }
+
+    /// The newest snapshot of an active read-only transaction.
+    pub(super) fn newest_read_only_snapshot(&self) -> Option<Sequence> {
+        self.active_read_only.last().map(|(snapshot, _)| *snapshot)
+    }
+
+    /// Every transaction that overlaps a committer whose snapshot is `snapshot`: the active ones and those that
+    /// ended after it. In id order.
+    pub(super) fn overlapping(&self, snapshot: Sequence) -> Vec<TxnId> {
+        let active = self.active.iter().map(|(_, id)| *id);
+        let mut ids: Vec<TxnId> = active.chain(self.ended_after(snapshot)).collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// The transactions that ended after `sequence` (committed or finished), in end order.
+    pub(super) fn ended_after(&self, sequence: Sequence) -> impl Iterator<Item = TxnId> + '_ {
+        let after = (Bound::Excluded((sequence, TxnId::MAX)), Bound::Unbounded);
+        self.ended.range(after).map(|(_, id)| *id)
+    }
+
+    /// The transactions that ended at or before `sequence`, in id order.
+    pub(super) fn ended_by(&self, sequence: Sequence) -> Vec<TxnId> {
+        let mut ids: Vec<TxnId> = self.ended.range(..=(sequence, TxnId::MAX)).map(|(_, id)| *id).collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// The committed transactions that wrote `key` and committed after `snapshot`, in id order.
+    pub(super) fn writers_after(&self, key: &[u8], snapshot: Sequence) -> Vec<TxnId> {
+        let Some(writers) = self.writes.get(key) else { return Vec::new() };
+        let after = (Bound::Excluded((snapshot, TxnId::MAX)), Bound::Unbounded);
+        let mut ids: Vec<TxnId> = writers.range(after).map(|(_, id)| *id).collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// The newest snapshot at or below `visible` inside no span: the answer of [`super::snapshot_outside`] over
+    /// every span, visiting only the spans that end above it. Folding the spans by descending end keeps the least
+    /// start among those ending above the candidate: if it is at or below the candidate, that span holds every
+    /// sequence from its start to the candidate, so the candidate steps to just below it.
+    pub(super) fn safe_snapshot(&self, visible: Sequence) -> Sequence {
+        let mut snapshot = visible;
+        let mut start_min = Sequence::MAX;
+        let mut spans = self.spans.iter().rev().peekable();
+        // Every step past the first folds in at least one more span, or the loop ends.
+        for _ in 0..=self.spans.len() {
+            while let Some(&&(end, _, start, _)) = spans.peek() {
+                if end <= snapshot {
+                    break;
+                }
+                start_min = start_min.min(start);
+                spans.next();
+            }
+            if start_min > snapshot {
+                return snapshot;
+            }
+            snapshot = start_min - 1;
+        }
+        unreachable!("each step folds in a span: at most one step per span")
+    }
+}

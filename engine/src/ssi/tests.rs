@@ -1,0 +1,179 @@
+//! The tracker's unit tests: each rule and cause on a small history.
+
+use super::*;
+
+#[test]
+fn a_snapshot_steps_below_every_span_that_holds_it() {
+    assert_eq!(snapshot_outside(9, &[]), 9);
+    assert_eq!(snapshot_outside(9, &[(10, 12)]), 9, "a span above the visible sequence holds nothing");
+    assert_eq!(snapshot_outside(9, &[(9, 10)]), 8);
+    assert_eq!(snapshot_outside(9, &[(4, 6), (7, 12)]), 6, "a span's end is exclusive");
+    assert_eq!(snapshot_outside(9, &[(5, 7), (7, 12)]), 4, "chained spans step down one after the other");
+}
+
+/// A pivot `T0 → T1` where `T1` committed two writes (sequences 1..=2) before `T0` (sequence 3): a reader
+/// must read below `T1`'s first sequence, not its commit sequence (the txn target's partial-commit finding).
+#[test]
+fn the_safe_snapshot_is_below_the_whole_straddled_commit() {
+    let mut tracker = ConflictTracker::new();
+    let (pivot, out) = (tracker.begin(0, false), tracker.begin(0, false));
+    tracker.on_read(pivot, b"a").expect("read");
+    tracker.commit(out, &[b"a".to_vec(), b"b".to_vec()], 2).expect("out commits first");
+    tracker.commit(pivot, &[b"c".to_vec()], 3).expect("the pivot commits");
+    assert_eq!(tracker.straddles(), vec![Straddle { out_first: 1, out_commit: 2, pivot_commit: 3 }]);
+    assert_eq!(tracker.safe_snapshot(2), 0);
+    assert_eq!(tracker.safe_snapshot(3), 3, "once the pivot is visible no snapshot straddles it");
+}
+
+/// Every cause, on `key`, with the message the tracker formatted before causes were values (the same text).
+fn causes(key: &[u8], shown: &str) -> Vec<(ConflictCause, String, &'static str)> {
+    let key = key.to_vec();
+    vec![
+        (
+            ConflictCause::WriteWrite { key: key.clone() },
+            format!("write-write conflict on {shown}: first committer wins"),
+            "ww",
+        ),
+        (ConflictCause::ReadWrite { key: key.clone() }, format!("rw conflict on {shown}"), "rw"),
+        (
+            ConflictCause::ReadWriteCommittedFirst { key: key.clone() },
+            format!("rw conflict on {shown} with a transaction that committed first"),
+            "rw",
+        ),
+        (
+            ConflictCause::DangerousStructure { key: key.clone() },
+            format!("dangerous structure through rw conflict on {shown}"),
+            "dangerous",
+        ),
+        (
+            ConflictCause::ReadOnlyGuard { key },
+            format!("rw conflict on {shown}: an open read-only transaction sees a commit this writer must precede"),
+            "read_only_guard",
+        ),
+    ]
+}
+
+#[test]
+fn conflict_cause_display_is_the_old_message_text() {
+    let expected = [
+        "write-write conflict on \"k000001\": first committer wins",
+        "rw conflict on \"k000001\"",
+        "rw conflict on \"k000001\" with a transaction that committed first",
+        "dangerous structure through rw conflict on \"k000001\"",
+        "rw conflict on \"k000001\": an open read-only transaction sees a commit this writer must precede",
+    ];
+    let shown: Vec<String> = causes(b"k000001", "\"k000001\"").iter().map(|(cause, _, _)| cause.to_string()).collect();
+    assert_eq!(shown, expected);
+    // Keys that are not printable text are shown in hex, as before.
+    for (key, rendered) in [(&b"\x00\xffa"[..], "0x00ff61"), (b"a\nb", "0x610a62"), (b"", "\"\"")] {
+        for (cause, text, _) in causes(key, rendered) {
+            assert_eq!(cause.to_string(), text, "{cause:?}");
+        }
+    }
+}
+
+#[test]
+fn conflict_cause_name_and_key() {
+    for (cause, _, name) in causes(b"x", "\"x\"") {
+        assert_eq!(cause.name(), name, "{cause:?}");
+        assert_eq!(cause.key(), Some(&b"x"[..]), "{cause:?}");
+    }
+}
+
+fn keys(keys: &[&str]) -> Vec<Vec<u8>> {
+    keys.iter().map(|key| key.as_bytes().to_vec()).collect()
+}
+
+fn cause(result: Result<(), Conflict>) -> ConflictCause {
+    result.expect_err("a conflict").cause
+}
+
+#[test]
+fn the_tracker_reports_write_write_as_a_value() {
+    let mut tracker = ConflictTracker::new();
+    let (t1, t2) = (tracker.begin(0, false), tracker.begin(0, false));
+    tracker.commit(t1, &keys(&["x"]), 1).unwrap();
+    let found = cause(tracker.commit(t2, &keys(&["a", "x"]), 2));
+    assert_eq!(found, ConflictCause::WriteWrite { key: b"x".to_vec() });
+    assert_eq!(tracker.stats.ww_aborts, 1);
+}
+
+#[test]
+fn the_tracker_reports_a_dangerous_structure_at_commit_as_a_value() {
+    // Write skew: both read x and y, t1 writes x, t2 writes y.
+    let mut tracker = ConflictTracker::new();
+    let (t1, t2) = (tracker.begin(0, false), tracker.begin(0, false));
+    for txn in [t1, t2] {
+        tracker.on_read(txn, b"x").unwrap();
+        tracker.on_read(txn, b"y").unwrap();
+    }
+    tracker.commit(t1, &keys(&["x"]), 1).unwrap();
+    let found = cause(tracker.commit(t2, &keys(&["y"]), 2));
+    assert_eq!(found, ConflictCause::DangerousStructure { key: b"y".to_vec() });
+    assert_eq!(tracker.stats.dangerous_aborts, 1);
+}
+
+#[test]
+fn the_tracker_reports_an_rw_conflict_at_a_read_as_a_value() {
+    // t1 -> t0 (t1 read z, t0 wrote it and committed first), then t2 reads y that t1 wrote: t2 -> t1 -> t0,
+    // and t2 is the only one left to abort. It is doomed, and stays doomed for its next operation.
+    let mut tracker = ConflictTracker::new();
+    let (t0, t1, t2) = (tracker.begin(0, false), tracker.begin(0, false), tracker.begin(0, false));
+    tracker.on_read(t1, b"z").unwrap();
+    tracker.commit(t0, &keys(&["z"]), 1).unwrap();
+    tracker.commit(t1, &keys(&["y"]), 2).unwrap();
+    let expected = ConflictCause::ReadWrite { key: b"y".to_vec() };
+    assert_eq!(cause(tracker.on_read(t2, b"y")), expected);
+    assert_eq!(cause(tracker.check_doomed_public(t2)), expected);
+    assert_eq!(cause(tracker.commit(t2, &keys(&["w"]), 3)), expected);
+}
+
+#[test]
+fn the_tracker_reports_the_read_only_guard_as_a_value() {
+    // t2 read y; t1 overwrote y and committed (t2 -> t1); a read-only reader sees t1; t2's commit must abort.
+    let mut tracker = ConflictTracker::new();
+    let (t1, t2) = (tracker.begin(0, false), tracker.begin(0, false));
+    tracker.on_read(t2, b"x").unwrap();
+    tracker.on_read(t2, b"y").unwrap();
+    tracker.commit(t1, &keys(&["y"]), 1).unwrap();
+    tracker.set_visible(1);
+    let reader = tracker.begin(1, true);
+    let found = cause(tracker.commit(t2, &keys(&["x"]), 2));
+    assert_eq!(found, ConflictCause::ReadOnlyGuard { key: b"y".to_vec() });
+    assert_eq!(tracker.stats.read_only_guard_aborts, 1);
+    tracker.finish(reader, 1).unwrap();
+}
+
+#[test]
+fn a_full_tracker_expires_the_oldest_active_transaction_and_its_next_call_says_so() {
+    let mut tracker = ConflictTracker::with_capacity(3);
+    let reader = tracker.try_begin(0, true).unwrap();
+    tracker.on_read(reader, b"x").unwrap();
+    let writer = tracker.try_begin(0, false).unwrap();
+    for sequence in 1..=10 {
+        let blind = tracker.try_begin(sequence - 1, false).unwrap();
+        tracker.commit(blind, &keys(&["y"]), sequence).unwrap();
+        tracker.set_visible(sequence);
+        assert!(tracker.tracked() <= 3, "{} records at sequence {sequence}", tracker.tracked());
+    }
+    assert_eq!(tracker.stats.expired, 2, "the reader, then the writer");
+    assert_eq!(cause(tracker.on_read(reader, b"y")), ConflictCause::Expired);
+    assert_eq!(tracker.finish(reader, 10), Ok(()), "an expired reader still ends cleanly");
+    assert_eq!(cause(tracker.commit(writer, &keys(&["z"]), 11)), ConflictCause::Expired);
+    assert_eq!(tracker.expired.len(), 0, "both forgotten once their handles ended");
+    assert_eq!(ConflictCause::Expired.key(), None);
+    assert_eq!(ConflictCause::Expired.name(), "expired");
+}
+
+#[test]
+fn a_tracker_full_of_commits_in_flight_refuses_a_new_transaction() {
+    let mut tracker = ConflictTracker::with_capacity(2);
+    for sequence in 1..=2 {
+        let txn = tracker.try_begin(0, false).unwrap();
+        tracker.commit(txn, &keys(&[&format!("k{sequence}")]), sequence).unwrap();
+    }
+    // Neither commit is visible yet: nothing can be pruned or expired.
+    assert_eq!(tracker.try_begin(0, false), Err(Conflict { cause: ConflictCause::Expired }));
+    tracker.set_visible(2);
+    assert!(tracker.try_begin(2, false).is_ok(), "room once they are visible");
+}
