@@ -25,6 +25,7 @@ mod memtable;
 mod options;
 mod recovery;
 pub mod recovery_rules;
+mod scan;
 pub mod ssi;
 pub mod sstable;
 mod txn;
@@ -38,7 +39,8 @@ pub use error::{DecodeError, Error, Result};
 pub use introspect::FileKeyRange;
 pub use options::{Options, SyncMode, TRACKED_TRANSACTIONS_MIN};
 pub use ssi::ConflictCause;
-pub use txn::{COMMIT_WAITS_MAX, CommitTicket, ReadTransaction, ScanIter, Transaction};
+pub use scan::ScanIter;
+pub use txn::{COMMIT_WAITS_MAX, CommitTicket, ReadTransaction, Transaction};
 /// Every probe (`env::probe!`) the engine can hit, sorted: the rare paths a simulation should reach. A swarm
 /// summary lists those no seed hit (`probes: H of D hit`). The engine's `probes` test keeps this list and the
 /// call sites in `engine/src` equal, so neither can rot.

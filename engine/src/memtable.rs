@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crossbeam_skiplist::SkipMap;
 
+use crate::scan::merge::Direction;
 use crate::types::{Entry, InternalKey, Lookup, Sequence, ValueKind, compare_internal};
 
 /// An internal key's parts, however they are held: the skiplist is searched through `dyn KeyParts`, so a lookup
@@ -109,6 +110,31 @@ impl Memtable {
             let (kind, value) = entry.value();
             Entry { key: entry.key().clone(), kind: *kind, value: value.clone() }
         })
+    }
+
+    /// The version next to `from` in `direction`: forward, the first at or after (`Included`) or after
+    /// (`Excluded`) `from`; reverse, the last before or at it; `Unbounded`, the first (last) of all. A scan's
+    /// memtable cursor re-seeks with it from the last key it returned: a skiplist entry borrows the map, and a scan
+    /// iterator owns its memtables instead of borrowing them (ADR-scan-a). Borrows `from`: no allocation but the
+    /// returned entry's key and value.
+    pub(crate) fn step(&self, from: Bound<(&[u8], Sequence)>, direction: Direction) -> Option<Entry> {
+        let key = match from {
+            Bound::Included((user_key, sequence)) | Bound::Excluded((user_key, sequence)) => {
+                Some(LookupKey(user_key, sequence))
+            }
+            Bound::Unbounded => None,
+        };
+        let bound: Bound<&dyn KeyParts> = match (&from, &key) {
+            (Bound::Included(_), Some(key)) => Bound::Included(key),
+            (Bound::Excluded(_), Some(key)) => Bound::Excluded(key),
+            _ => Bound::Unbounded,
+        };
+        let entry = match direction {
+            Direction::Forward => self.map.range::<dyn KeyParts, _>((bound, Bound::Unbounded)).next(),
+            Direction::Reverse => self.map.range::<dyn KeyParts, _>((Bound::Unbounded, bound)).next_back(),
+        }?;
+        let (kind, value) = entry.value();
+        Some(Entry { key: entry.key().clone(), kind: *kind, value: value.clone() })
     }
 
     /// Every version, in internal-key order.

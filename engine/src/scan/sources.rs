@@ -1,0 +1,281 @@
+//! The owned, lazy, bounded cursors a scan merges: one per memtable, one per level-0 table overlapping the range,
+//! one per deeper level (opening only the tables overlapping the range, in order). Each runs in one direction and
+//! stops at the range's bound in that direction (ADR-scan-a).
+
+use std::ops::Bound;
+use std::sync::Arc;
+
+use env::File;
+
+use super::merge::{Direction, EntrySource};
+use crate::error::Result;
+use crate::memtable::Memtable;
+use crate::ssi::KeyRange;
+use crate::sstable::BlockCursor;
+use crate::types::{Entry, Sequence};
+use crate::version::{LiveTable, Version};
+use crate::view::ReadView;
+
+/// `key` lies past the range's bound in `direction` (at or after the end forward; before the start in reverse).
+pub(crate) fn past_bound(bounds: &KeyRange, direction: Direction, key: &[u8]) -> bool {
+    match direction {
+        Direction::Forward => bounds.end.as_deref().is_some_and(|end| key >= end),
+        Direction::Reverse => key < bounds.start.as_slice(),
+    }
+}
+
+/// True when no key lies in `[min_key, max_key]` and the range both.
+fn misses(bounds: &KeyRange, min_key: &[u8], max_key: &[u8]) -> bool {
+    max_key < bounds.start.as_slice() || bounds.end.as_deref().is_some_and(|end| min_key >= end)
+}
+
+/// The sources of a scan of `view` over `bounds` in `direction`, newest first.
+pub(crate) fn sources<F: File>(
+    view: &ReadView<F>,
+    bounds: &Arc<KeyRange>,
+    direction: Direction,
+) -> Vec<EntrySource<'static>> {
+    let mut sources: Vec<EntrySource<'static>> = Vec::new();
+    for memtable in view.memtables() {
+        let cursor = MemtableCursor {
+            memtable: Arc::clone(memtable),
+            bounds: Arc::clone(bounds),
+            direction,
+            position: None,
+            ended: false,
+        };
+        sources.push(Box::new(cursor));
+    }
+    for live in &view.version.levels[0] {
+        if !misses(bounds, &live.meta.min_key, &live.meta.max_key) {
+            sources.push(Box::new(TableCursor::new(Arc::clone(live), Arc::clone(bounds), direction)));
+        }
+    }
+    for (level, tables) in view.version.levels.iter().enumerate().skip(1) {
+        if let Some(cursor) = LevelCursor::new(&view.version, level, tables, bounds, direction) {
+            sources.push(Box::new(cursor));
+        }
+    }
+    sources
+}
+
+/// A memtable's versions in `bounds`, one direction. Owns its memtable and re-seeks from the last key it
+/// returned (an `O(log n)` skiplist search per entry, no allocation for the search).
+struct MemtableCursor {
+    memtable: Arc<Memtable>,
+    bounds: Arc<KeyRange>,
+    direction: Direction,
+    /// The last key returned: a buffer reused from entry to entry.
+    position: Option<(Vec<u8>, Sequence)>,
+    ended: bool,
+}
+
+impl Iterator for MemtableCursor {
+    type Item = Result<Entry>;
+
+    fn next(&mut self) -> Option<Result<Entry>> {
+        if self.ended {
+            return None;
+        }
+        let from = match (&self.position, self.direction) {
+            (Some((key, sequence)), _) => Bound::Excluded((key.as_slice(), *sequence)),
+            (None, Direction::Forward) => Bound::Included((self.bounds.start.as_slice(), Sequence::MAX)),
+            (None, Direction::Reverse) => match &self.bounds.end {
+                Some(end) => Bound::Excluded((end.as_slice(), Sequence::MAX)),
+                None => Bound::Unbounded,
+            },
+        };
+        let entry = self.memtable.step(from, self.direction);
+        let Some(entry) = entry.filter(|entry| !past_bound(&self.bounds, self.direction, &entry.key.user_key)) else {
+            self.ended = true;
+            return None;
+        };
+        let position = self.position.get_or_insert_with(|| (Vec::new(), 0));
+        position.0.clear();
+        position.0.extend_from_slice(&entry.key.user_key);
+        position.1 = entry.key.sequence;
+        Some(Ok(entry))
+    }
+}
+
+/// One table's versions in `bounds`, one direction: seeks with the block index (and its learned index), reads a
+/// block at a time through the block cache, stops before a block wholly past the bound. Reverse decodes one block
+/// at a time into its entries and returns them last first. After an error it yields nothing more.
+pub(crate) struct TableCursor<F: File> {
+    live: Arc<LiveTable<F>>,
+    bounds: Arc<KeyRange>,
+    direction: Direction,
+    /// Forward: the next block to read. Reverse: one past it (0: none left). `None` before the first read.
+    next_block: Option<usize>,
+    forward: Option<BlockCursor>,
+    /// Reverse: the current block's entries not yet returned, popped from the back.
+    backward: Vec<Entry>,
+    ended: bool,
+}
+
+impl<F: File> TableCursor<F> {
+    pub(crate) fn new(live: Arc<LiveTable<F>>, bounds: Arc<KeyRange>, direction: Direction) -> Self {
+        Self { live, bounds, direction, next_block: None, forward: None, backward: Vec::new(), ended: false }
+    }
+
+    /// The first block to read: forward, the block holding the first version at or after the start; reverse, the
+    /// block holding the last version before the end (one past it, as `next_block` counts in reverse).
+    fn first_block(&self) -> usize {
+        let table = &self.live.table;
+        let block_count = table.data_block_count();
+        match (self.direction, &self.bounds.end) {
+            (Direction::Forward, _) => table.find_block(&self.bounds.start, Sequence::MAX).unwrap_or(block_count),
+            (Direction::Reverse, Some(end)) => table.find_block(end, Sequence::MAX).map_or(block_count, |at| at + 1),
+            (Direction::Reverse, None) => block_count,
+        }
+    }
+
+    /// The next block in the direction, unless none is left or it lies wholly past the bound.
+    fn take_block(&mut self) -> Option<usize> {
+        let next = match self.next_block {
+            Some(next) => next,
+            None => self.first_block(),
+        };
+        let block = match self.direction {
+            Direction::Forward => (next < self.live.table.data_block_count()).then_some(next)?,
+            Direction::Reverse => next.checked_sub(1)?,
+        };
+        let (first_key, last_key) = self.live.table.block_user_key_range(block);
+        let edge = if self.direction == Direction::Forward { first_key } else { last_key };
+        if past_bound(&self.bounds, self.direction, edge) {
+            return None;
+        }
+        self.next_block = Some(if self.direction == Direction::Forward { block + 1 } else { block });
+        Some(block)
+    }
+
+    /// Read `block` into the cursor. The first forward block is sought to the start; every reverse block keeps
+    /// only the entries before the end.
+    fn load(&mut self, block: usize, first: bool) -> Result<()> {
+        let loaded = self.live.table.load_block(block)?;
+        match self.direction {
+            Direction::Forward if first => {
+                self.forward = Some(BlockCursor::seek(loaded, &self.bounds.start, Sequence::MAX));
+            }
+            Direction::Forward => self.forward = Some(BlockCursor::new(loaded)),
+            Direction::Reverse => {
+                let end = self.bounds.end.as_deref();
+                self.backward = BlockCursor::new(loaded)
+                    .filter(|entry| end.is_none_or(|end| entry.key.user_key.as_slice() < end))
+                    .collect();
+            }
+        }
+        Ok(())
+    }
+
+    fn buffered(&mut self) -> Option<Entry> {
+        match self.direction {
+            Direction::Forward => self.forward.as_mut().and_then(BlockCursor::next_entry),
+            Direction::Reverse => self.backward.pop(),
+        }
+    }
+}
+
+/// The most blocks a cursor reads for one entry: the seek's block may hold nothing in range, the next always does.
+const BLOCKS_PER_ENTRY_MAX: usize = 3;
+
+impl<F: File> Iterator for TableCursor<F> {
+    type Item = Result<Entry>;
+
+    fn next(&mut self) -> Option<Result<Entry>> {
+        for _ in 0..BLOCKS_PER_ENTRY_MAX {
+            if self.ended {
+                return None;
+            }
+            if let Some(entry) = self.buffered() {
+                if past_bound(&self.bounds, self.direction, &entry.key.user_key) {
+                    self.ended = true;
+                    return None;
+                }
+                return Some(Ok(entry));
+            }
+            let first = self.next_block.is_none();
+            let Some(block) = self.take_block() else {
+                self.ended = true;
+                return None;
+            };
+            if let Err(error) = self.load(block, first) {
+                self.ended = true;
+                return Some(Err(error));
+            }
+        }
+        unreachable!("a block past the first in range holds an entry in range: blocks are never empty")
+    }
+}
+
+/// One level below 0 (sorted tables, no overlaps): opens only the tables overlapping `bounds`, one at a time, in
+/// the direction's order. Found by a binary search of the level's key ranges.
+struct LevelCursor<F: File> {
+    version: Arc<Version<F>>,
+    level: usize,
+    bounds: Arc<KeyRange>,
+    direction: Direction,
+    /// Forward: the next table to open. Reverse: one past it.
+    next_table: usize,
+    current: Option<TableCursor<F>>,
+}
+
+impl<F: File> LevelCursor<F> {
+    /// `None` when no table of the level overlaps the range.
+    fn new(
+        version: &Arc<Version<F>>,
+        level: usize,
+        tables: &[Arc<LiveTable<F>>],
+        bounds: &Arc<KeyRange>,
+        direction: Direction,
+    ) -> Option<Self> {
+        let next_table = match direction {
+            Direction::Forward => tables.partition_point(|live| live.meta.max_key < bounds.start),
+            Direction::Reverse => match &bounds.end {
+                Some(end) => tables.partition_point(|live| live.meta.min_key < *end),
+                None => tables.len(),
+            },
+        };
+        let candidate = match direction {
+            Direction::Forward => tables.get(next_table),
+            Direction::Reverse => next_table.checked_sub(1).and_then(|index| tables.get(index)),
+        }?;
+        if misses(bounds, &candidate.meta.min_key, &candidate.meta.max_key) {
+            return None;
+        }
+        let (version, bounds) = (Arc::clone(version), Arc::clone(bounds));
+        Some(Self { version, level, bounds, direction, next_table, current: None })
+    }
+
+    /// Open the next table in the direction, unless none is left or it lies wholly past the bound.
+    fn open_next(&mut self) -> Option<TableCursor<F>> {
+        let tables = &self.version.levels[self.level];
+        let index = match self.direction {
+            Direction::Forward => self.next_table,
+            Direction::Reverse => self.next_table.checked_sub(1)?,
+        };
+        let live = tables.get(index)?;
+        if misses(&self.bounds, &live.meta.min_key, &live.meta.max_key) {
+            return None;
+        }
+        self.next_table = if self.direction == Direction::Forward { index + 1 } else { index };
+        Some(TableCursor::new(Arc::clone(live), Arc::clone(&self.bounds), self.direction))
+    }
+}
+
+impl<F: File> Iterator for LevelCursor<F> {
+    type Item = Result<Entry>;
+
+    /// A table overlapping the range holds an entry in it unless the range falls in a gap between two of its
+    /// keys, and then no other table of the level overlaps: the loop ends by the second table; the level's table
+    /// count bounds it.
+    fn next(&mut self) -> Option<Result<Entry>> {
+        for _ in 0..=self.version.levels[self.level].len() {
+            if let Some(item) = self.current.as_mut().and_then(Iterator::next) {
+                return Some(item);
+            }
+            self.current = Some(self.open_next()?);
+        }
+        None
+    }
+}
