@@ -145,7 +145,7 @@ impl<'txn> ScanIter<'txn> {
             writes.clone().next().is_some().then_some(writes)
         });
         let end = |direction: Direction| {
-            let sources = if inverted { Vec::new() } else { sources::sources(view, &bounds, direction) };
+            let sources = if inverted { Vec::new() } else { sources::sources(view, &bounds, direction, snapshot) };
             let rows = VisibleRows::new(MergeIter::with_direction(sources, direction), direction, snapshot);
             let own = own_range.clone().map(|writes| OwnWrites::new(writes, direction));
             End { rows, own, last: Vec::new(), moved: false }

@@ -29,11 +29,12 @@ fn misses(bounds: &KeyRange, min_key: &[u8], max_key: &[u8]) -> bool {
     max_key < bounds.start.as_slice() || bounds.end.as_deref().is_some_and(|end| min_key >= end)
 }
 
-/// The sources of a scan of `view` over `bounds` in `direction`, newest first.
+/// The sources of a scan of `view` over `bounds` at `snapshot` in `direction`, newest first.
 pub(crate) fn sources<F: File>(
     view: &ReadView<F>,
     bounds: &Arc<KeyRange>,
     direction: Direction,
+    snapshot: Sequence,
 ) -> Vec<EntrySource<'static>> {
     let mut sources: Vec<EntrySource<'static>> = Vec::new();
     for memtable in view.memtables() {
@@ -41,6 +42,7 @@ pub(crate) fn sources<F: File>(
             memtable: Arc::clone(memtable),
             bounds: Arc::clone(bounds),
             direction,
+            snapshot,
             position: None,
             ended: false,
         };
@@ -59,14 +61,17 @@ pub(crate) fn sources<F: File>(
     sources
 }
 
-/// A memtable's versions in `bounds`, one direction. Owns its memtable and re-seeks from the last key it
-/// returned (an `O(log n)` skiplist search per entry, no allocation for the search).
+/// A memtable's versions in `bounds`, one direction, one per user key: its newest at or below the snapshot (the
+/// only one a scan can return; older ones are skipped by the skiplist search, not read: a hot key's thousands of
+/// versions cost one search). Owns its memtable and re-seeks from the last user key it returned (an `O(log n)`
+/// search, no allocation for it).
 struct MemtableCursor {
     memtable: Arc<Memtable>,
     bounds: Arc<KeyRange>,
     direction: Direction,
-    /// The last key returned: a buffer reused from entry to entry.
-    position: Option<(Vec<u8>, Sequence)>,
+    snapshot: Sequence,
+    /// The last user key returned: a buffer reused from entry to entry.
+    position: Option<Vec<u8>>,
     ended: bool,
 }
 
@@ -77,23 +82,24 @@ impl Iterator for MemtableCursor {
         if self.ended {
             return None;
         }
+        // Past every version of the last key: forward after its oldest (sequence 0), reverse before its newest.
         let from = match (&self.position, self.direction) {
-            (Some((key, sequence)), _) => Bound::Excluded((key.as_slice(), *sequence)),
+            (Some(key), Direction::Forward) => Bound::Excluded((key.as_slice(), 0)),
+            (Some(key), Direction::Reverse) => Bound::Excluded((key.as_slice(), Sequence::MAX)),
             (None, Direction::Forward) => Bound::Included((self.bounds.start.as_slice(), Sequence::MAX)),
             (None, Direction::Reverse) => match &self.bounds.end {
                 Some(end) => Bound::Excluded((end.as_slice(), Sequence::MAX)),
                 None => Bound::Unbounded,
             },
         };
-        let entry = self.memtable.step(from, self.direction);
+        let entry = self.memtable.next_visible(from, self.direction, self.snapshot);
         let Some(entry) = entry.filter(|entry| !past_bound(&self.bounds, self.direction, &entry.key.user_key)) else {
             self.ended = true;
             return None;
         };
-        let position = self.position.get_or_insert_with(|| (Vec::new(), 0));
-        position.0.clear();
-        position.0.extend_from_slice(&entry.key.user_key);
-        position.1 = entry.key.sequence;
+        let position = self.position.get_or_insert_with(Vec::new);
+        position.clear();
+        position.extend_from_slice(&entry.key.user_key);
         Some(Ok(entry))
     }
 }
