@@ -38,8 +38,8 @@ pub use db::{Db, FILE_NUMBER_MAX, Stats};
 pub use error::{DecodeError, Error, Result};
 pub use introspect::FileKeyRange;
 pub use options::{Options, SyncMode, TRACKED_TRANSACTIONS_MIN};
-pub use ssi::ConflictCause;
 pub use scan::ScanIter;
+pub use ssi::ConflictCause;
 pub use txn::{COMMIT_WAITS_MAX, CommitTicket, ReadTransaction, Transaction};
 /// Every probe (`env::probe!`) the engine can hit, sorted: the rare paths a simulation should reach. A swarm
 /// summary lists those no seed hit (`probes: H of D hit`). The engine's `probes` test keeps this list and the

@@ -24,8 +24,8 @@ use env::{Env, File, TaskHandle, TaskStep};
 
 use crate::db::{Db, Inner, PendingCommit, State};
 use crate::error::{Error, Result};
-use crate::scan::{Registrar, ScanIter, key_range, prefix_range};
 use crate::options::SyncMode;
+use crate::scan::{Registrar, ScanIter, key_range, prefix_range};
 use crate::ssi::{Conflict, ConflictCause, KeyRange, TxnId};
 use crate::types::{Sequence, ValueKind, check_write};
 use crate::wal::{Batch, BatchWrite, RecordKind, batch_write_bytes};

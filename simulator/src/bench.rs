@@ -30,7 +30,7 @@ pub fn replay_on_real_io(schedule: &ScheduleOf<EngineTarget>) -> Result<RealIo, 
             Op::Get { key } => db.get(&key_bytes(*key)).map(drop),
             Op::Scan { start, end } => {
                 let (start, end) = (key_bytes(*start), key_bytes(*end));
-                db.scan(start.as_slice()..end.as_slice()).and_then(|rows| rows.map(|row| row.map(drop)).collect())
+                db.scan(start.as_slice()..end.as_slice()).and_then(|mut rows| rows.try_for_each(|row| row.map(drop)))
             }
             Op::Flush => db.flush(),
             Op::Compact => db.compact(),

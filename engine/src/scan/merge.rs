@@ -189,7 +189,8 @@ mod tests {
     #[test]
     fn an_error_ends_the_merge() {
         let failing: Vec<Result<Entry>> = vec![entry("a", 1), Err(Error::Closed { reason: "test".into() })];
-        let sources: Vec<EntrySource<'_>> = vec![Box::new(failing.into_iter()), Box::new(vec![entry("b", 2)].into_iter())];
+        let sources: Vec<EntrySource<'_>> =
+            vec![Box::new(failing.into_iter()), Box::new(vec![entry("b", 2)].into_iter())];
         let results: Vec<bool> = MergeIter::new(sources).map(|item| item.is_ok()).collect();
         assert_eq!(results, vec![true, false], "the entry before the error, the error, nothing after it");
     }

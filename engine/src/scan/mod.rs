@@ -139,7 +139,10 @@ impl<'txn> ScanIter<'txn> {
         let inverted = bounds.end.as_ref().is_some_and(|end| *end <= bounds.start);
         let bounds = Arc::new(bounds);
         let own_range = own.filter(|_| !inverted).and_then(|writes| {
-            let range = (Bound::Included(bounds.start.as_slice()), bounds.end.as_deref().map_or(Bound::Unbounded, Bound::Excluded));
+            let range = (
+                Bound::Included(bounds.start.as_slice()),
+                bounds.end.as_deref().map_or(Bound::Unbounded, Bound::Excluded),
+            );
             let writes = writes.range::<[u8], _>(range);
             // No own write in the range: the rows go straight through (ADR-0065).
             writes.clone().next().is_some().then_some(writes)

@@ -44,7 +44,8 @@ fn table(env: &SimEnv, mut entries: Vec<Entry>, level: u8, file_number: u64) -> 
     let file = env.open(&path, OpenOptions::create_new()).unwrap();
     file.write_all_at(0, &bytes).unwrap();
     file.sync().unwrap();
-    let table = Table::open(env.open(&path, OpenOptions::read()).unwrap(), file_number, Arc::new(BlockCache::new(1 << 16)));
+    let table =
+        Table::open(env.open(&path, OpenOptions::read()).unwrap(), file_number, Arc::new(BlockCache::new(1 << 16)));
     let (first, last) = (entries.first().unwrap(), entries.last().unwrap());
     let meta = TableMeta {
         level,

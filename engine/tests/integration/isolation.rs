@@ -849,7 +849,10 @@ fn scans_run_both_ways_and_by_prefix_with_own_writes() {
     assert_eq!(middle, rows(&[("b", "2"), ("c", "3"), ("cb", "40")]));
     let mut r = db.begin_read().unwrap();
     assert_eq!(r.scan_prefix(b"c").unwrap().rev().count(), 2, "the reader sees c and ca, not t's writes");
-    assert_eq!(db.scan_prefix(b"c").unwrap().rev().collect::<Result<Rows, Error>>().unwrap(), rows(&[("ca", "4"), ("c", "3")]));
+    assert_eq!(
+        db.scan_prefix(b"c").unwrap().rev().collect::<Result<Rows, Error>>().unwrap(),
+        rows(&[("ca", "4"), ("c", "3")])
+    );
 }
 
 // ---- brute-force serializability over random interleavings -------------------------------------------------------
