@@ -50,11 +50,11 @@ pub(crate) fn sources<F: File>(
     }
     for live in &view.version.levels[0] {
         if !misses(bounds, &live.meta.min_key, &live.meta.max_key) {
-            sources.push(Box::new(TableCursor::new(Arc::clone(live), Arc::clone(bounds), direction)));
+            sources.push(Box::new(TableCursor::new(Arc::clone(live), Arc::clone(bounds), direction, snapshot)));
         }
     }
     for (level, tables) in view.version.levels.iter().enumerate().skip(1) {
-        if let Some(cursor) = LevelCursor::new(&view.version, level, tables, bounds, direction) {
+        if let Some(cursor) = LevelCursor::new(&view.version, level, tables, bounds, (direction, snapshot)) {
             sources.push(Box::new(cursor));
         }
     }
@@ -106,11 +106,17 @@ impl Iterator for MemtableCursor {
 
 /// One table's versions in `bounds`, one direction: seeks with the block index (and its learned index), reads a
 /// block at a time through the block cache, stops before a block wholly past the bound. Reverse decodes one block
-/// at a time into its entries and returns them last first. After an error it yields nothing more.
+/// at a time into its entries and returns them last first. Versions a scan at `snapshot` cannot return (above the
+/// snapshot; forward, older than a key's version already returned; reverse, older than the newest visible one of
+/// the same block) are passed over without copying. After an error it yields nothing more.
 pub(crate) struct TableCursor<F: File> {
     live: Arc<LiveTable<F>>,
     bounds: Arc<KeyRange>,
     direction: Direction,
+    snapshot: Sequence,
+    /// Forward: the user key of the last entry returned (a reused buffer), and whether there is one.
+    last: Vec<u8>,
+    has_last: bool,
     /// Forward: the next block to read. Reverse: one past it (0: none left). `None` before the first read.
     next_block: Option<usize>,
     forward: Option<BlockCursor>,
@@ -120,8 +126,25 @@ pub(crate) struct TableCursor<F: File> {
 }
 
 impl<F: File> TableCursor<F> {
-    pub(crate) fn new(live: Arc<LiveTable<F>>, bounds: Arc<KeyRange>, direction: Direction) -> Self {
-        Self { live, bounds, direction, next_block: None, forward: None, backward: Vec::new(), ended: false }
+    pub(crate) fn new(
+        live: Arc<LiveTable<F>>,
+        bounds: Arc<KeyRange>,
+        direction: Direction,
+        snapshot: Sequence,
+    ) -> Self {
+        let (last, has_last, backward) = (Vec::new(), false, Vec::new());
+        Self {
+            live,
+            bounds,
+            direction,
+            snapshot,
+            last,
+            has_last,
+            next_block: None,
+            forward: None,
+            backward,
+            ended: false,
+        }
     }
 
     /// The first block to read: forward, the block holding the first version at or after the start; reverse, the
@@ -165,10 +188,25 @@ impl<F: File> TableCursor<F> {
             }
             Direction::Forward => self.forward = Some(BlockCursor::new(loaded)),
             Direction::Reverse => {
-                let end = self.bounds.end.as_deref();
-                self.backward = BlockCursor::new(loaded)
-                    .filter(|entry| end.is_none_or(|end| entry.key.user_key.as_slice() < end))
-                    .collect();
+                let (end, snapshot) = (self.bounds.end.as_deref(), self.snapshot);
+                let mut cursor = BlockCursor::new(loaded);
+                // Per user key, its newest version at or below the snapshot in this block (entries come newest first).
+                let (mut kept, mut has_kept) = (Vec::new(), false);
+                let mut keep = |key: &[u8], sequence: Sequence| {
+                    let wanted = sequence <= snapshot
+                        && end.is_none_or(|end| key < end)
+                        && !(has_kept && kept.as_slice() == key);
+                    if wanted {
+                        kept.clear();
+                        kept.extend_from_slice(key);
+                        has_kept = true;
+                    }
+                    wanted
+                };
+                self.backward.clear();
+                while let Some(entry) = cursor.next_entry_where(&mut keep) {
+                    self.backward.push(entry);
+                }
             }
         }
         Ok(())
@@ -176,20 +214,27 @@ impl<F: File> TableCursor<F> {
 
     fn buffered(&mut self) -> Option<Entry> {
         match self.direction {
-            Direction::Forward => self.forward.as_mut().and_then(BlockCursor::next_entry),
+            Direction::Forward => {
+                let (snapshot, last, has_last) = (self.snapshot, self.last.as_slice(), self.has_last);
+                let keep = |key: &[u8], sequence: Sequence| sequence <= snapshot && !(has_last && key == last);
+                let entry = self.forward.as_mut()?.next_entry_where(keep)?;
+                self.last.clear();
+                self.last.extend_from_slice(&entry.key.user_key);
+                self.has_last = true;
+                Some(entry)
+            }
             Direction::Reverse => self.backward.pop(),
         }
     }
 }
 
-/// The most blocks a cursor reads for one entry: the seek's block may hold nothing in range, the next always does.
-const BLOCKS_PER_ENTRY_MAX: usize = 3;
-
 impl<F: File> Iterator for TableCursor<F> {
     type Item = Result<Entry>;
 
+    /// A block may hold nothing the scan can return (versions above the snapshot, older versions of a key): the
+    /// table's block count bounds the blocks read for one entry.
     fn next(&mut self) -> Option<Result<Entry>> {
-        for _ in 0..BLOCKS_PER_ENTRY_MAX {
+        for _ in 0..=self.live.table.data_block_count() {
             if self.ended {
                 return None;
             }
@@ -210,7 +255,7 @@ impl<F: File> Iterator for TableCursor<F> {
                 return Some(Err(error));
             }
         }
-        unreachable!("a block past the first in range holds an entry in range: blocks are never empty")
+        unreachable!("a table cursor read more blocks than its table has")
     }
 }
 
@@ -221,6 +266,7 @@ struct LevelCursor<F: File> {
     level: usize,
     bounds: Arc<KeyRange>,
     direction: Direction,
+    snapshot: Sequence,
     /// Forward: the next table to open. Reverse: one past it.
     next_table: usize,
     current: Option<TableCursor<F>>,
@@ -233,7 +279,7 @@ impl<F: File> LevelCursor<F> {
         level: usize,
         tables: &[Arc<LiveTable<F>>],
         bounds: &Arc<KeyRange>,
-        direction: Direction,
+        (direction, snapshot): (Direction, Sequence),
     ) -> Option<Self> {
         let next_table = match direction {
             Direction::Forward => tables.partition_point(|live| live.meta.max_key < bounds.start),
@@ -250,7 +296,7 @@ impl<F: File> LevelCursor<F> {
             return None;
         }
         let (version, bounds) = (Arc::clone(version), Arc::clone(bounds));
-        Some(Self { version, level, bounds, direction, next_table, current: None })
+        Some(Self { version, level, bounds, direction, snapshot, next_table, current: None })
     }
 
     /// Open the next table in the direction, unless none is left or it lies wholly past the bound.
@@ -265,7 +311,7 @@ impl<F: File> LevelCursor<F> {
             return None;
         }
         self.next_table = if self.direction == Direction::Forward { index + 1 } else { index };
-        Some(TableCursor::new(Arc::clone(live), Arc::clone(&self.bounds), self.direction))
+        Some(TableCursor::new(Arc::clone(live), Arc::clone(&self.bounds), self.direction, self.snapshot))
     }
 }
 
