@@ -117,6 +117,11 @@ pub(crate) struct TableCursor<F: File> {
     /// Forward: the user key of the last entry returned (a reused buffer), and whether there is one.
     last: Vec<u8>,
     has_last: bool,
+    /// Forward: the next block read seeks past every version of `last` (a hot key's versions are skipped by a seek
+    /// through the index, not read).
+    seek_past_last: bool,
+    /// Forward: versions of `last` passed over so far (across blocks).
+    skipped: usize,
     /// Forward: the next block to read. Reverse: one past it (0: none left). `None` before the first read.
     next_block: Option<usize>,
     forward: Option<BlockCursor>,
@@ -140,6 +145,8 @@ impl<F: File> TableCursor<F> {
             snapshot,
             last,
             has_last,
+            seek_past_last: false,
+            skipped: 0,
             next_block: None,
             forward: None,
             backward,
@@ -186,6 +193,10 @@ impl<F: File> TableCursor<F> {
             Direction::Forward if first => {
                 self.forward = Some(BlockCursor::seek(loaded, &self.bounds.start, Sequence::MAX));
             }
+            Direction::Forward if std::mem::take(&mut self.seek_past_last) => {
+                // The first entry at or after the key's oldest possible version: at most that one version of it.
+                self.forward = Some(BlockCursor::seek(loaded, &self.last, 0));
+            }
             Direction::Forward => self.forward = Some(BlockCursor::new(loaded)),
             Direction::Reverse => {
                 let (end, snapshot) = (self.bounds.end.as_deref(), self.snapshot);
@@ -216,8 +227,23 @@ impl<F: File> TableCursor<F> {
         match self.direction {
             Direction::Forward => {
                 let (snapshot, last, has_last) = (self.snapshot, self.last.as_slice(), self.has_last);
-                let keep = |key: &[u8], sequence: Sequence| sequence <= snapshot && !(has_last && key == last);
+                let skipped = &mut self.skipped;
+                // Stops on an older version of the last key once `SKIPS_BEFORE_SEEK` were passed over: then seek.
+                let keep = |key: &[u8], sequence: Sequence| {
+                    if has_last && key == last {
+                        *skipped += 1;
+                        return *skipped > SKIPS_BEFORE_SEEK;
+                    }
+                    sequence <= snapshot
+                };
                 let entry = self.forward.as_mut()?.next_entry_where(keep)?;
+                self.skipped = 0;
+                if self.has_last && entry.key.user_key == self.last {
+                    let table = &self.live.table;
+                    let past = table.find_block(&self.last, 0).unwrap_or(table.data_block_count());
+                    (self.next_block, self.forward, self.seek_past_last) = (Some(past), None, true);
+                    return None;
+                }
                 self.last.clear();
                 self.last.extend_from_slice(&entry.key.user_key);
                 self.has_last = true;
@@ -228,13 +254,16 @@ impl<F: File> TableCursor<F> {
     }
 }
 
+/// Versions of one key a forward table cursor passes over before it seeks past the key instead.
+const SKIPS_BEFORE_SEEK: usize = 16;
+
 impl<F: File> Iterator for TableCursor<F> {
     type Item = Result<Entry>;
 
     /// A block may hold nothing the scan can return (versions above the snapshot, older versions of a key): the
-    /// table's block count bounds the blocks read for one entry.
+    /// table's block count bounds the blocks read for one entry, plus one seek past a key's versions.
     fn next(&mut self) -> Option<Result<Entry>> {
-        for _ in 0..=self.live.table.data_block_count() {
+        for _ in 0..self.live.table.data_block_count() + 2 {
             if self.ended {
                 return None;
             }
