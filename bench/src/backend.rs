@@ -41,8 +41,9 @@ pub trait Backend: Send + Sync {
     fn txn(&self, body: &mut TxBody<'_>) -> BResult<u64>;
     /// A single-key read outside any read-write transaction (the engine's cheapest consistent read path).
     fn get(&self, key: &[u8]) -> BResult<Option<Vec<u8>>>;
-    /// Read up to `limit` rows with `start <= key < end` (keys and values are touched); returns the count.
-    fn scan(&self, start: &[u8], end: &[u8], limit: usize) -> BResult<usize>;
+    /// Read up to `limit` rows with `start <= key`, in key order (keys and values are touched): YCSB's scan, a
+    /// start key and a row count. Returns the count.
+    fn scan(&self, start: &[u8], limit: usize) -> BResult<usize>;
     /// Write a batch of rows in one commit (with this backend's durability).
     fn load(&self, rows: &[(Vec<u8>, Vec<u8>)]) -> BResult<()> {
         self.txn(&mut |t: &mut dyn TxOps| {

@@ -80,10 +80,36 @@ impl<E: Env> Db<E> {
         self.inner.read_view()?.get(key, snapshot)
     }
 
-    /// Every live (key, value) with `start <= key < end`, at the latest state, in key order.
-    pub fn scan(&self, start: &[u8], end: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    /// The live rows in `range` at the latest state: a lazy, double-ended iterator of `Result<(key, value)>` in key
+    /// order (ADR-scan-a). `Err(Closed)` up front once the database is closed; an error met while scanning is an
+    /// item, and the iterator ends after it.
+    ///
+    /// ```
+    /// use engine::{Db, Options};
+    /// let db = Db::open(env::SimEnv::new(7), "/db", Options::default())?;
+    /// for key in [&b"a1"[..], b"a2", b"b1"] {
+    ///     db.put(key, b"v")?;
+    /// }
+    /// fn keys_of(rows: impl Iterator<Item = engine::Result<(Vec<u8>, Vec<u8>)>>) -> engine::Result<Vec<Vec<u8>>> {
+    ///     rows.map(|row| row.map(|(key, _)| key)).collect()
+    /// }
+    /// assert_eq!(keys_of(db.scan(b"a2".as_slice()..)?)?, vec![b"a2".to_vec(), b"b1".to_vec()]);
+    /// let backward = keys_of(db.scan(..)?.rev())?;
+    /// assert_eq!(backward, vec![b"b1".to_vec(), b"a2".to_vec(), b"a1".to_vec()]);
+    /// assert_eq!(keys_of(db.scan_prefix(b"a")?)?, vec![b"a1".to_vec(), b"a2".to_vec()]);
+    /// let last = db.scan(..)?.next_back().transpose()?;
+    /// assert_eq!(last.map(|(key, _)| key), Some(b"b1".to_vec()));
+    /// # Ok::<(), engine::Error>(())
+    /// ```
+    pub fn scan<'a>(&self, range: impl std::ops::RangeBounds<&'a [u8]>) -> Result<crate::ScanIter<'static>> {
         let view = self.inner.read_view()?;
-        view.scan(start, Some(end), view.last_sequence, usize::MAX)
+        Ok(crate::ScanIter::new(&view, crate::scan::key_range(&range), view.last_sequence, None, None))
+    }
+
+    /// The live rows whose key starts with `prefix`, as [`Db::scan`] returns them.
+    pub fn scan_prefix(&self, prefix: &[u8]) -> Result<crate::ScanIter<'static>> {
+        let view = self.inner.read_view()?;
+        Ok(crate::ScanIter::new(&view, crate::scan::prefix_range(prefix), view.last_sequence, None, None))
     }
 
     /// A blind write as a one-write transaction: submit, then wait for its batch's sync. Returns its sequence.

@@ -10,12 +10,11 @@ use env::{Env, File, OpenOptions, TaskHandle, TaskStep};
 
 use crate::error::Result;
 use crate::manifest::{Manifest, TableMeta, write_manifest};
+use crate::scan::merge::{EntrySource, MergeIter};
 use crate::sstable::{Table, TableBuilder};
 use crate::state::{Inner, State};
 use crate::types::Entry;
-use crate::version::{
-    EntrySource, LiveTable, MergeIter, Version, is_bottom, pick_compaction, pick_full, retain_versions,
-};
+use crate::version::{LiveTable, Version, is_bottom, pick_compaction, pick_full, retain_versions};
 
 /// Bytes charged per entry when sizing compaction outputs.
 const OUTPUT_ENTRY_OVERHEAD_BYTES: u64 = 16;

@@ -26,6 +26,7 @@ mod memtable;
 mod options;
 mod recovery;
 pub mod recovery_rules;
+mod scan;
 pub mod ssi;
 pub mod sstable;
 mod state;
@@ -41,8 +42,9 @@ pub use error::{DecodeError, Error, Result};
 pub use introspect::FileKeyRange;
 pub use manifest::FILE_NUMBER_MAX;
 pub use options::{Options, SyncMode, TRACKED_TRANSACTIONS_MIN};
+pub use scan::ScanIter;
 pub use ssi::ConflictCause;
-pub use txn::{ReadTransaction, ScanIter, Transaction};
+pub use txn::{ReadTransaction, Transaction};
 /// Every probe (`env::probe!`) the engine can hit, sorted: the rare paths a simulation should reach. A swarm
 /// summary lists those no seed hit (`probes: H of D hit`). The engine's `probes` test keeps this list and the
 /// call sites in `engine/src` equal, so neither can rot.

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crossbeam_skiplist::SkipMap;
 
+use crate::types::Direction;
 use crate::types::{Entry, InternalKey, Lookup, Sequence, ValueKind, compare_internal};
 
 /// An internal key's parts, however they are held: the skiplist is searched through `dyn KeyParts`, so a lookup
@@ -109,6 +110,47 @@ impl Memtable {
             let (kind, value) = entry.value();
             Entry { key: entry.key().clone(), kind: *kind, value: value.clone() }
         })
+    }
+
+    /// For the user key next to `from` in `direction` (forward, the first version at or after `from`; reverse, the
+    /// last before it; `Unbounded`: the first or last of all), the version a scan at `snapshot` needs: its newest
+    /// version at or below `snapshot`, or, when it has none, one of its versions above it (which the scan skips).
+    /// One entry per user key however many versions it has: a scan's memtable cursor re-seeks with it from the
+    /// last user key it returned (a skiplist entry borrows the map, and a scan iterator owns its memtables instead,
+    /// ADR-scan-a). Borrows `from`: no allocation but the returned entry's key and value.
+    pub(crate) fn next_visible(
+        &self,
+        from: Bound<(&[u8], Sequence)>,
+        direction: Direction,
+        snapshot: Sequence,
+    ) -> Option<Entry> {
+        let key = match from {
+            Bound::Included((user_key, sequence)) | Bound::Excluded((user_key, sequence)) => {
+                Some(LookupKey(user_key, sequence))
+            }
+            Bound::Unbounded => None,
+        };
+        let bound: Bound<&dyn KeyParts> = match (&from, &key) {
+            (Bound::Included(_), Some(key)) => Bound::Included(key),
+            (Bound::Excluded(_), Some(key)) => Bound::Excluded(key),
+            _ => Bound::Unbounded,
+        };
+        let first = match direction {
+            Direction::Forward => self.map.range::<dyn KeyParts, _>((bound, Bound::Unbounded)).next(),
+            Direction::Reverse => self.map.range::<dyn KeyParts, _>((Bound::Unbounded, bound)).next_back(),
+        }?;
+        let newest_first = direction == Direction::Forward && first.key().sequence <= snapshot;
+        let chosen = if newest_first {
+            first
+        } else {
+            let user_key = first.key().user_key.as_slice();
+            let visible = LookupKey(user_key, snapshot);
+            let lower: &dyn KeyParts = &visible;
+            let newest = self.map.range::<dyn KeyParts, _>((Bound::Included(lower), Bound::Unbounded)).next();
+            newest.filter(|newest| newest.key().user_key == user_key).unwrap_or(first)
+        };
+        let (kind, value) = chosen.value();
+        Some(Entry { key: chosen.key().clone(), kind: *kind, value: value.clone() })
     }
 
     /// Every version, in internal-key order.

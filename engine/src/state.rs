@@ -351,7 +351,8 @@ mod tests {
     /// Every read path: `Db::get`/`scan`/`last_sequence`, a read-only transaction, and a read-write transaction's
     /// begin, get, scan, buffered put and rollback.
     fn read_everything(db: &Db<RealEnv>) -> crate::Result<Vec<Option<Vec<u8>>>> {
-        let mut seen = vec![db.get(b"k")?, db.scan(b"a", b"z")?.first().map(|(_, value)| value.clone())];
+        let mut seen =
+            vec![db.get(b"k")?, db.scan(b"a".as_slice()..b"z".as_slice())?.next().transpose()?.map(|(_, value)| value)];
         let mut read = db.begin_read()?;
         seen.push(read.get(b"k")?);
         seen.push(read.scan(..)?.next().transpose()?.map(|(_, value)| value));

@@ -9,69 +9,20 @@
 use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
-use std::ops::{Bound, RangeBounds};
+use std::ops::RangeBounds;
 
 use env::Env;
 
 use crate::commit::{CommitTicket, conflict, track};
 use crate::db::Db;
 use crate::error::{Error, Result};
+use crate::scan::{Registrar, ScanIter, ScanRegistry, key_range, prefix_range};
 use crate::ssi::{Conflict, ConflictCause, KeyRange, TxnId};
-use crate::state::Registry;
+use crate::state::{Inner, Registry};
 use crate::types::{Sequence, ValueKind, check_write};
-use crate::view::ClosedFlag;
 use crate::wal::{BatchWrite, batch_write_bytes};
 
-/// The most writes one transaction may buffer.
-pub const TRANSACTION_WRITES_MAX: usize = 1 << 20;
-
-/// Turn a range of borrowed keys into the tracker's `[start, end)` form.
-pub(crate) fn key_range<'a>(range: &impl RangeBounds<&'a [u8]>) -> KeyRange {
-    let start = match range.start_bound() {
-        Bound::Included(key) => key.to_vec(),
-        Bound::Excluded(key) => [*key, &[0u8][..]].concat(),
-        Bound::Unbounded => Vec::new(),
-    };
-    let end = match range.end_bound() {
-        Bound::Included(key) => Some([*key, &[0u8][..]].concat()),
-        Bound::Excluded(key) => Some(key.to_vec()),
-        Bound::Unbounded => None,
-    };
-    KeyRange { start, end }
-}
-
-/// The rows a scan returns: `Result<(key, value)>` in key order. It borrows its transaction (ADR-0064): the
-/// transaction cannot commit, roll back, write or be dropped while the iterator lives. Once the database is closed,
-/// the next row is `Err(Error::Closed)` (and the iterator ends): a closed database serves nothing (ADR-0075).
-pub struct ScanIter<'txn> {
-    rows: std::vec::IntoIter<(Vec<u8>, Vec<u8>)>,
-    closed: ClosedFlag,
-    transaction: PhantomData<&'txn mut ()>,
-}
-
-impl ScanIter<'_> {
-    fn new(closed: ClosedFlag, rows: Vec<(Vec<u8>, Vec<u8>)>) -> Self {
-        Self { rows: rows.into_iter(), closed, transaction: PhantomData }
-    }
-}
-
-impl std::fmt::Debug for ScanIter<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ScanIter").field("rows_left", &self.rows.len()).finish_non_exhaustive()
-    }
-}
-
-impl Iterator for ScanIter<'_> {
-    type Item = Result<(Vec<u8>, Vec<u8>)>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.rows.len() > 0 && self.closed.is_set() {
-            self.rows = Vec::new().into_iter();
-            return Some(Err(Error::Closed { reason: "closed by Db::close".into() }));
-        }
-        self.rows.next().map(Ok)
-    }
-}
+pub use crate::types::TRANSACTION_WRITES_MAX;
 
 /// Makes a transaction `!Sync` (it stays `Send`): one thread at a time uses it (ADR-0064).
 type NotSync = PhantomData<Cell<()>>;
@@ -196,26 +147,26 @@ impl<E: Env> Transaction<E> {
         Ok(value)
     }
 
-    /// Every (key, value) in `range` at the snapshot, with this transaction's own writes applied.
+    /// The rows in `range` at the snapshot, with this transaction's own writes applied: a lazy, double-ended
+    /// iterator (ADR-scan-a). `Err` up front when the transaction has ended, the database is closed or the
+    /// transaction is doomed; the range it observes is registered as a predicate read when it is exhausted or
+    /// dropped.
     pub fn scan<'a>(&mut self, range: impl RangeBounds<&'a [u8]>) -> Result<ScanIter<'_>> {
+        self.scan_range(key_range(&range))
+    }
+
+    /// The rows whose key starts with `prefix`, as [`Transaction::scan`] returns them.
+    pub fn scan_prefix(&mut self, prefix: &[u8]) -> Result<ScanIter<'_>> {
+        self.scan_range(prefix_range(prefix))
+    }
+
+    fn scan_range(&mut self, bounds: KeyRange) -> Result<ScanIter<'_>> {
         self.check_open()?;
-        let bounds = key_range(&range);
         let view = self.db.inner.read_view()?;
-        let mut rows = view.scan(&bounds.start, bounds.end.as_deref(), self.snapshot, usize::MAX)?;
-        // Merge this transaction's own writes only when it has some in the range (ADR-0065: no map otherwise).
-        if self.writes.keys().any(|key| bounds.contains(key)) {
-            let mut merged: BTreeMap<Vec<u8>, Vec<u8>> = rows.into_iter().collect();
-            for (key, write) in self.writes.iter().filter(|(key, _)| bounds.contains(key)) {
-                match write {
-                    Some(value) => merged.insert(key.clone(), value.clone()),
-                    None => merged.remove(key),
-                };
-            }
-            rows = merged.into_iter().collect();
-        }
-        let tracked = self.db.inner.registry().tracker.on_scan(self.id, bounds);
-        tracked.map_err(|error| self.fail(error))?;
-        Ok(ScanIter::new(view.closed.clone(), rows))
+        let doomed = self.db.inner.registry().tracker.check_doomed_public(self.id);
+        doomed.map_err(|error| self.fail(error))?;
+        let registrar = Registrar { registry: self.db.inner.clone(), txn: self.id, read_only: false };
+        Ok(ScanIter::new(&view, bounds, self.snapshot, Some(&self.writes), Some(registrar)))
     }
 
     fn buffer(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
@@ -337,14 +288,22 @@ impl<E: Env> ReadTransaction<E> {
         })
     }
 
-    /// Every (key, value) in `range` at the snapshot. Never a conflict.
+    /// The rows in `range` at the snapshot, as [`Transaction::scan`] returns them. Never a conflict.
     pub fn scan<'a>(&mut self, range: impl RangeBounds<&'a [u8]>) -> Result<ScanIter<'_>> {
-        let bounds = key_range(&range);
+        self.scan_range(key_range(&range))
+    }
+
+    /// The rows whose key starts with `prefix`. Never a conflict.
+    pub fn scan_prefix(&mut self, prefix: &[u8]) -> Result<ScanIter<'_>> {
+        self.scan_range(prefix_range(prefix))
+    }
+
+    fn scan_range(&mut self, bounds: KeyRange) -> Result<ScanIter<'_>> {
         let view = self.db.inner.read_view()?;
-        let rows = view.scan(&bounds.start, bounds.end.as_deref(), self.snapshot, usize::MAX)?;
-        let tracked = self.db.inner.registry().tracker.on_scan(self.id, bounds);
-        self.expired_only(tracked)?;
-        Ok(ScanIter::new(view.closed.clone(), rows))
+        let expired = self.db.inner.registry().tracker.check_doomed_public(self.id);
+        self.expired_only(expired)?;
+        let registrar = Registrar { registry: self.db.inner.clone(), txn: self.id, read_only: true };
+        Ok(ScanIter::new(&view, bounds, self.snapshot, None, Some(registrar)))
     }
 }
 
@@ -355,5 +314,16 @@ impl<E: Env> Drop for ReadTransaction<E> {
         let finished = registry.tracker.finish(self.id, visible);
         assert!(finished.is_ok(), "a read-only transaction was doomed");
         registry.release_snapshot(self.snapshot);
+    }
+}
+
+/// A scan registers the range it observed with the conflict tracker through this (ADR-scan-a).
+impl<E: Env> ScanRegistry for Inner<E> {
+    fn register(&self, txn: TxnId, read_only: bool, range: KeyRange) -> Result<()> {
+        let tracked = self.registry().tracker.on_scan(txn, range);
+        tracked.map_err(|error| {
+            assert!(!read_only || error.cause == ConflictCause::Expired, "a read-only transaction was chosen to abort");
+            conflict(&self.env, error)
+        })
     }
 }

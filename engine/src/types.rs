@@ -104,3 +104,25 @@ pub enum Lookup {
     /// This source has no visible version: look in older sources.
     NotFound,
 }
+
+/// The most writes one transaction may buffer.
+pub const TRANSACTION_WRITES_MAX: usize = 1 << 20;
+
+/// Which way a merge runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    /// Ascending internal keys: user keys ascending, each key's versions newest first.
+    Forward,
+    /// Descending internal keys: user keys descending, each key's versions oldest first.
+    Reverse,
+}
+
+impl Direction {
+    /// `order` (of a against b, in internal-key order) as this direction sees it.
+    pub fn orient(self, order: std::cmp::Ordering) -> std::cmp::Ordering {
+        match self {
+            Self::Forward => order,
+            Self::Reverse => order.reverse(),
+        }
+    }
+}

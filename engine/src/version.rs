@@ -1,7 +1,5 @@
 //! Versions (the live tables per level), merging iteration, the garbage-collection rule, compaction picking.
 
-use std::cmp::Ordering;
-use std::collections::BinaryHeap;
 use std::sync::Arc;
 
 use env::File;
@@ -10,9 +8,6 @@ use crate::error::Result;
 use crate::manifest::{LEVELS, TableMeta};
 use crate::sstable::Table;
 use crate::types::{Entry, Lookup, Sequence, ValueKind};
-
-/// The most sources one merge may combine.
-pub const MERGE_SOURCES_MAX: usize = 4096;
 
 /// A table in a version: its manifest record and its open reader.
 #[derive(Debug)]
@@ -129,95 +124,6 @@ pub fn overlaps(meta: &TableMeta, min_key: &[u8], max_key: &[u8]) -> bool {
     meta.min_key.as_slice() <= max_key && min_key <= meta.max_key.as_slice()
 }
 
-/// A source of entries in internal-key order.
-pub type EntrySource<'a> = Box<dyn Iterator<Item = Result<Entry>> + 'a>;
-
-struct HeapItem {
-    entry: Entry,
-    source: usize,
-}
-
-impl PartialEq for HeapItem {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-
-impl Eq for HeapItem {}
-
-impl PartialOrd for HeapItem {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for HeapItem {
-    /// Reversed: the heap pops the smallest internal key first; ties go to the lower (newer) source.
-    fn cmp(&self, other: &Self) -> Ordering {
-        other.entry.key.cmp(&self.entry.key).then(other.source.cmp(&self.source))
-    }
-}
-
-/// Merges sources (each in internal-key order; sources listed newest first) into one internal-key order.
-/// An exact duplicate (same key and sequence) from an older source is skipped.
-pub struct MergeIter<'a> {
-    sources: Vec<EntrySource<'a>>,
-    heap: BinaryHeap<HeapItem>,
-    /// The last key returned: its user key (a buffer reused from row to row) and sequence.
-    last: Option<(Vec<u8>, Sequence)>,
-    primed: bool,
-}
-
-impl<'a> MergeIter<'a> {
-    pub fn new(sources: Vec<EntrySource<'a>>) -> Self {
-        assert!(sources.len() <= MERGE_SOURCES_MAX, "too many merge sources");
-        Self { sources, heap: BinaryHeap::new(), last: None, primed: false }
-    }
-
-    fn refill(&mut self, source: usize) -> Result<()> {
-        if let Some(next) = self.sources[source].next() {
-            self.heap.push(HeapItem { entry: next?, source });
-        }
-        Ok(())
-    }
-}
-
-impl Iterator for MergeIter<'_> {
-    type Item = Result<Entry>;
-
-    fn next(&mut self) -> Option<Result<Entry>> {
-        if !self.primed {
-            self.primed = true;
-            for source in 0..self.sources.len() {
-                if let Err(error) = self.refill(source) {
-                    return Some(Err(error));
-                }
-            }
-        }
-        loop {
-            let item = self.heap.pop()?;
-            if let Err(error) = self.refill(item.source) {
-                return Some(Err(error));
-            }
-            let (user_key, sequence) = (item.entry.key.user_key.as_slice(), item.entry.key.sequence);
-            match &mut self.last {
-                Some(last) => {
-                    let order = crate::types::compare_internal(&last.0, last.1, user_key, sequence);
-                    if order == Ordering::Equal {
-                        continue;
-                    }
-                    assert_eq!(order, Ordering::Less, "merge produced keys out of order");
-                    last.0.clear();
-                    last.0.extend_from_slice(user_key);
-                    last.1 = sequence;
-                }
-                None => self.last = Some((user_key.to_vec(), sequence)),
-            }
-            return Some(Ok(item.entry));
-        }
-    }
-}
-
 /// The versions compaction keeps of one user key, given newest-first `versions`:
 /// every version newer than `watermark`, plus the newest at or below it (what the oldest live snapshot sees),
 /// minus that one if it is a tombstone and nothing older can exist below (`is_bottom`). ADR-0016.
@@ -321,22 +227,5 @@ mod tests {
         assert_eq!(seqs(retain_versions(versions.clone(), 7, false)), vec![9, 7]);
         assert_eq!(seqs(retain_versions(versions.clone(), 7, true)), vec![9]);
         assert_eq!(seqs(retain_versions(versions, 1, true)), vec![9, 7, 4, 2]);
-    }
-
-    #[test]
-    fn merge_orders_and_skips_duplicates() {
-        let newer: Vec<Result<Entry>> = vec![Ok(entry("a", 5, ValueKind::Put)), Ok(entry("c", 6, ValueKind::Put))];
-        let older: Vec<Result<Entry>> = vec![
-            Ok(entry("a", 5, ValueKind::Put)),
-            Ok(entry("a", 3, ValueKind::Put)),
-            Ok(entry("b", 1, ValueKind::Put)),
-        ];
-        let merged: Vec<(String, u64)> = MergeIter::new(vec![Box::new(newer.into_iter()), Box::new(older.into_iter())])
-            .map(|e| {
-                let e = e.unwrap();
-                (String::from_utf8(e.key.user_key).unwrap(), e.key.sequence)
-            })
-            .collect();
-        assert_eq!(merged, vec![("a".into(), 5), ("a".into(), 3), ("b".into(), 1), ("c".into(), 6)]);
     }
 }

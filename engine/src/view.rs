@@ -7,9 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::error::Result;
 use crate::memtable::Memtable;
-use crate::types::{Lookup, Sequence, ValueKind};
+use crate::types::{Lookup, Sequence};
 use crate::version::Version;
-use crate::version::{EntrySource, MergeIter};
 
 /// Whether the database is closed. Set once, by `close` under the writer lock; read without any lock, by every
 /// call and by scan iterators once per row (ADR-0075).
@@ -59,42 +58,5 @@ impl<F: env::File> ReadView<F> {
             Lookup::Found(value) => Ok(Some(value)),
             Lookup::Deleted | Lookup::NotFound => Ok(None),
         }
-    }
-
-    /// Visible (key, value) pairs in `[start, end)` as of `snapshot`, at most `limit`.
-    pub(crate) fn scan(
-        &self,
-        start: &[u8],
-        end: Option<&[u8]>,
-        snapshot: Sequence,
-        limit: usize,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let mut sources: Vec<EntrySource<'_>> = Vec::new();
-        for memtable in self.memtables() {
-            sources.push(Box::new(memtable.entries_from(start).map(Ok)));
-        }
-        for live in self.version.tables() {
-            sources.push(Box::new(live.table.iter_from(start)));
-        }
-        let mut rows = Vec::new();
-        // The user key whose visible version was taken: one buffer, reused from row to row (ADR-0065).
-        let (mut current, mut has_current) = (Vec::new(), false);
-        for entry in MergeIter::new(sources) {
-            let entry = entry?;
-            if end.is_some_and(|end| entry.key.user_key.as_slice() >= end) || rows.len() >= limit {
-                break;
-            }
-            if entry.key.sequence > snapshot || (has_current && current == entry.key.user_key) {
-                continue;
-            }
-            current.clear();
-            current.extend_from_slice(&entry.key.user_key);
-            has_current = true;
-            if entry.kind == ValueKind::Put {
-                rows.push((entry.key.user_key, entry.value));
-            }
-        }
-        debug_assert!(rows.windows(2).all(|pair| pair[0].0 < pair[1].0), "scan rows out of order");
-        Ok(rows)
     }
 }

@@ -373,7 +373,7 @@ struct Reads {
 
 fn read_all<E: Env>(db: &Db<E>, keys: &[Vec<u8>]) -> Reads {
     let gets = keys.iter().map(|key| db.get(key).ok()).collect();
-    let scan = db.scan(b"", b"\xff").ok();
+    let scan = db.scan(..).and_then(|rows| rows.collect::<Result<Vec<_>, _>>()).ok();
     Reads { gets, scan }
 }
 

@@ -28,7 +28,10 @@ pub fn replay_on_real_io(schedule: &ScheduleOf<EngineTarget>) -> Result<RealIo, 
             Op::Put { key, value } => db.put(&key_bytes(*key), &value_bytes(*value)),
             Op::Delete { key } => db.delete(&key_bytes(*key)),
             Op::Get { key } => db.get(&key_bytes(*key)).map(drop),
-            Op::Scan { start, end } => db.scan(&key_bytes(*start), &key_bytes(*end)).map(drop),
+            Op::Scan { start, end } => {
+                let (start, end) = (key_bytes(*start), key_bytes(*end));
+                db.scan(start.as_slice()..end.as_slice()).and_then(|mut rows| rows.try_for_each(|row| row.map(drop)))
+            }
             Op::Flush => db.flush(),
             Op::Compact => db.compact(),
             // The edge-of-the-API operations (ADR-0071 to ADR-0076) are checks, not load: not timed.

@@ -46,9 +46,9 @@ impl Backend for Fjall {
     fn get(&self, key: &[u8]) -> BResult<Option<Vec<u8>>> {
         Ok(self.ks.get(key).map_err(other)?.map(|v| v.to_vec()))
     }
-    fn scan(&self, start: &[u8], end: &[u8], limit: usize) -> BResult<usize> {
+    fn scan(&self, start: &[u8], limit: usize) -> BResult<usize> {
         let mut n = 0;
-        for g in self.ks.inner().range(start..end).take(limit) {
+        for g in self.ks.inner().range(start..).take(limit) {
             let _ = g.into_inner().map_err(other)?;
             n += 1;
         }

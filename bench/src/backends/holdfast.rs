@@ -45,10 +45,15 @@ impl Backend for Holdfast {
     fn get(&self, key: &[u8]) -> BResult<Option<Vec<u8>>> {
         self.db.get(key).map_err(map)
     }
-    fn scan(&self, start: &[u8], end: &[u8], limit: usize) -> BResult<usize> {
-        // The engine's scan has no limit: it materialises [start, end). Callers pass a bounded range.
-        let rows = self.db.scan(start, end).map_err(map)?;
-        Ok(rows.len().min(limit))
+    fn scan(&self, start: &[u8], limit: usize) -> BResult<usize> {
+        // The scan is lazy (ADR-scan-a): `take` stops it after `limit` rows.
+        let mut n = 0;
+        for row in self.db.scan(start..).map_err(map)?.take(limit) {
+            let (k, v) = row.map_err(map)?;
+            let _ = (k.len(), v.len());
+            n += 1;
+        }
+        Ok(n)
     }
     fn flush(&self) -> BResult<()> {
         self.db.flush().map_err(map)

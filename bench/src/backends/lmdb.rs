@@ -43,9 +43,9 @@ impl Backend for Lmdb {
         let r = self.env.read_txn().map_err(other)?;
         Ok(self.db.get(&r, key).map_err(other)?.map(<[u8]>::to_vec))
     }
-    fn scan(&self, start: &[u8], end: &[u8], limit: usize) -> BResult<usize> {
+    fn scan(&self, start: &[u8], limit: usize) -> BResult<usize> {
         let r = self.env.read_txn().map_err(other)?;
-        let range = (Bound::Included(start), Bound::Excluded(end));
+        let range = (Bound::Included(start), Bound::Unbounded);
         let mut n = 0;
         for row in self.db.range(&r, &range).map_err(other)?.take(limit) {
             let _ = row.map_err(other)?;

@@ -44,11 +44,11 @@ impl Backend for Redb {
         let t = r.open_table(KV).map_err(other)?;
         Ok(t.get(key).map_err(other)?.map(|v| v.value().to_vec()))
     }
-    fn scan(&self, start: &[u8], end: &[u8], limit: usize) -> BResult<usize> {
+    fn scan(&self, start: &[u8], limit: usize) -> BResult<usize> {
         let r = self.db.begin_read().map_err(other)?;
         let t = r.open_table(KV).map_err(other)?;
         let mut n = 0;
-        for row in t.range::<&[u8]>(start..end).map_err(other)?.take(limit) {
+        for row in t.range::<&[u8]>(start..).map_err(other)?.take(limit) {
             let (k, v) = row.map_err(other)?;
             let _ = (k.value(), v.value());
             n += 1;

@@ -99,9 +99,8 @@ impl Backend for Rocks {
             Db::Optimistic(db) => db.get(key).map_err(map),
         }
     }
-    fn scan(&self, start: &[u8], end: &[u8], limit: usize) -> BResult<usize> {
-        let mut ro = ReadOptions::default();
-        ro.set_iterate_upper_bound(end.to_vec());
+    fn scan(&self, start: &[u8], limit: usize) -> BResult<usize> {
+        let ro = ReadOptions::default();
         let mut n = 0;
         macro_rules! walk {
             ($it:expr) => {{

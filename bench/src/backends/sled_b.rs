@@ -67,9 +67,9 @@ impl Backend for Sled {
     fn get(&self, key: &[u8]) -> BResult<Option<Vec<u8>>> {
         Ok(self.tree.get(key).map_err(other)?.map(|v| v.to_vec()))
     }
-    fn scan(&self, start: &[u8], end: &[u8], limit: usize) -> BResult<usize> {
+    fn scan(&self, start: &[u8], limit: usize) -> BResult<usize> {
         let mut n = 0;
-        for row in self.tree.range(start..end).take(limit) {
+        for row in self.tree.range(start..).take(limit) {
             let _ = row.map_err(other)?;
             n += 1;
         }

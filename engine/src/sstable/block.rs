@@ -433,20 +433,31 @@ impl BlockCursor {
 
     /// The next entry, or None at the end of the block.
     pub fn next_entry(&mut self) -> Option<Entry> {
-        if let Some(entry) = self.peeked.take() {
+        self.next_entry_where(|_, _| true)
+    }
+
+    /// The next entry `keep` accepts by its user key and sequence, or None at the end of the block. The entries it
+    /// passes over are parsed but not copied (a scan skips a key's older versions so, ADR-scan-a).
+    pub fn next_entry_where(&mut self, mut keep: impl FnMut(&[u8], Sequence) -> bool) -> Option<Entry> {
+        if let Some(entry) = self.peeked.take()
+            && keep(&entry.key.user_key, entry.key.sequence)
+        {
             return Some(entry);
         }
-        if self.offset >= self.block.entries.len() {
-            return None;
+        while self.offset < self.block.entries.len() {
+            let parsed =
+                parse_entry(&self.block.entries, self.offset, &mut self.key).expect("a validated block parses");
+            assert!(parsed.next_offset > self.offset && parsed.next_offset <= self.block.entries.len(), "entry bounds");
+            self.offset = parsed.next_offset;
+            if keep(&self.key, parsed.sequence) {
+                return Some(Entry {
+                    key: InternalKey::new(self.key.clone(), parsed.sequence),
+                    kind: parsed.kind,
+                    value: self.block.entries[parsed.value_start..parsed.value_end].to_vec(),
+                });
+            }
         }
-        let parsed = parse_entry(&self.block.entries, self.offset, &mut self.key).expect("a validated block parses");
-        assert!(parsed.next_offset <= self.block.entries.len(), "entry ran past the block");
-        self.offset = parsed.next_offset;
-        Some(Entry {
-            key: InternalKey::new(self.key.clone(), parsed.sequence),
-            kind: parsed.kind,
-            value: self.block.entries[parsed.value_start..parsed.value_end].to_vec(),
-        })
+        None
     }
 }
 

@@ -210,6 +210,13 @@ impl<F: env::File> Table<F> {
         self.metadata.index.len()
     }
 
+    /// The smallest and largest user key of data block `block_index`, from the index (no block read): a scan
+    /// stops before a block wholly outside its range.
+    pub(crate) fn block_user_key_range(&self, block_index: usize) -> (&[u8], &[u8]) {
+        let entry = &self.metadata.index[block_index];
+        (&entry.first_key.user_key, &entry.last_key.user_key)
+    }
+
     /// A snapshot of this table's read-path counters.
     pub fn stats(&self) -> TableStats {
         let load = |counter: &AtomicU64| counter.load(AtomicOrdering::Relaxed);
@@ -249,7 +256,7 @@ impl<F: env::File> Table<F> {
     /// The data block holding the first entry `>= (user_key, sequence)`, through the learned index. With
     /// [`crate::EXPENSIVE_CHECKS`] (simulation and tests) the answer is cross-checked by a binary search of the
     /// whole index (ADR-0063).
-    fn find_block(&self, user_key: &[u8], sequence: Sequence) -> Option<usize> {
+    pub(crate) fn find_block(&self, user_key: &[u8], sequence: Sequence) -> Option<usize> {
         let index = &self.metadata.index;
         let is_before = |position: usize| {
             let last_key = &index[position].last_key;
@@ -273,7 +280,7 @@ impl<F: env::File> Table<F> {
     }
 
     /// Data block `block_index`, from the cache or the file (verified against its index entry).
-    fn load_block(&self, block_index: usize) -> Result<Arc<Block>, Error> {
+    pub(crate) fn load_block(&self, block_index: usize) -> Result<Arc<Block>, Error> {
         assert!(block_index < self.metadata.index.len(), "block {block_index} past the index");
         let entry = &self.metadata.index[block_index];
         if let Some(block) = self.cache.get(self.file_number, entry.offset) {

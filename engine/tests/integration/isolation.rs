@@ -771,6 +771,90 @@ fn a_conflict_ends_the_transaction() {
     assert!(db.conflict_stats().0.ww_aborts >= 1);
 }
 
+// ---- streaming scans: a scan protects the range it observed (ADR-scan-a) --------------------------------------------
+
+/// Rows `a1..a5` and `b1`: T1 reads part of range a (the first two rows forward, or the last two from the back)
+/// and writes into range b; T2 reads range b whole and writes `key` into range a. A write skew exactly when `key`
+/// falls in the part of range a that T1 observed.
+fn skew_through_a_partial_scan(seed: u64, reverse: bool, key: &str) -> (bool, bool) {
+    let (_env, db) = open_with(seed, &[("a1", "1"), ("a2", "1"), ("a3", "1"), ("a4", "1"), ("a5", "1"), ("b1", "1")]);
+    let (mut t1, mut t2) = (begin(&db), begin(&db));
+    let seen = live(&mut t1, |t| {
+        let rows = t.scan(&b"a"[..]..&b"b"[..])?;
+        if reverse { rows.rev().take(2).collect::<Result<Rows, Error>>() } else { rows.take(2).collect() }
+    });
+    let expected = if reverse { rows(&[("a5", "1"), ("a4", "1")]) } else { rows(&[("a1", "1"), ("a2", "1")]) };
+    assert_eq!(seen, Some(expected), "the iterator was dropped after two rows");
+    assert_eq!(scan(&mut t2, "b", "c"), Some(rows(&[("b1", "1")])));
+    put(&mut t1, "b2", "new");
+    put(&mut t2, key, "new");
+    (commit(t1), commit(t2))
+}
+
+#[test]
+fn a_write_past_where_a_dropped_scan_stopped_does_not_conflict() {
+    // Forward: T1 observed [a, a2]; a4 and a25 lie past it. Reverse: T1 observed [a4, b); a2 and a35 lie before it.
+    for (reverse, key) in [(false, "a4"), (false, "a25"), (true, "a2"), (true, "a35")] {
+        assert_eq!(skew_through_a_partial_scan(70, reverse, key), (true, true), "reverse={reverse} key={key}");
+    }
+}
+
+#[test]
+fn a_write_inside_what_a_dropped_scan_observed_is_write_skew_and_is_prevented() {
+    // Forward: a15 is a phantom between the two rows read, a2 a row read. Reverse: a45 and a4 likewise.
+    for (reverse, key) in [(false, "a15"), (false, "a2"), (false, "a0"), (true, "a45"), (true, "a4"), (true, "a9")] {
+        let (c1, c2) = skew_through_a_partial_scan(71, reverse, key);
+        assert!(!(c1 && c2), "write skew through a partial scan: reverse={reverse} key={key}");
+    }
+}
+
+/// A dangerous structure closed by a scan dropped after one row: the registration at the drop dooms the scanning
+/// transaction, and its next operation reports the conflict. A scan dropped before its first row observed nothing
+/// and registers nothing.
+#[test]
+fn a_conflict_found_when_a_dropped_scan_registers_surfaces_at_the_next_operation() {
+    for read_a_row in [true, false] {
+        let (_env, db) = open_with(72, &[("y", "0"), ("z", "0")]);
+        let (mut t0, mut t1, mut t2) = (db.begin().unwrap(), db.begin().unwrap(), db.begin().unwrap());
+        assert_eq!(t1.get(b"z").unwrap(), some("0"));
+        t0.put(b"z", b"1").unwrap();
+        t0.commit().unwrap();
+        t1.put(b"y", b"1").unwrap();
+        t1.commit().unwrap();
+        let mut rows = t2.scan(&b"w"[..]..&b"z"[..]).unwrap();
+        if read_a_row {
+            assert_eq!(rows.next().unwrap().unwrap(), (b"y".to_vec(), b"0".to_vec()), "the snapshot's y");
+        }
+        drop(rows);
+        let next = t2.put(b"q", b"1");
+        assert_eq!(next.is_err_and(|error| error.is_conflict()), read_a_row, "read a row: {read_a_row}");
+    }
+}
+
+#[test]
+fn scans_run_both_ways_and_by_prefix_with_own_writes() {
+    let (_env, db) = open_with(73, &[("a", "1"), ("b", "2"), ("c", "3"), ("ca", "4"), ("d", "5")]);
+    let mut t = db.begin().unwrap();
+    t.put(b"cb", b"40").unwrap();
+    t.delete(b"ca").unwrap();
+    let backward = t.scan(..).unwrap().rev().collect::<Result<Rows, Error>>().unwrap();
+    assert_eq!(backward, rows(&[("d", "5"), ("cb", "40"), ("c", "3"), ("b", "2"), ("a", "1")]));
+    let prefixed = t.scan_prefix(b"c").unwrap().collect::<Result<Rows, Error>>().unwrap();
+    assert_eq!(prefixed, rows(&[("c", "3"), ("cb", "40")]));
+    // Both ends at once: they meet in the middle, every row once.
+    let mut both = t.scan(..).unwrap();
+    let (first, last) = (both.next().unwrap().unwrap(), both.next_back().unwrap().unwrap());
+    let middle = both.collect::<Result<Rows, Error>>().unwrap();
+    assert_eq!((first, last), (rows(&[("a", "1")])[0].clone(), rows(&[("d", "5")])[0].clone()));
+    assert_eq!(middle, rows(&[("b", "2"), ("c", "3"), ("cb", "40")]));
+    let mut r = db.begin_read().unwrap();
+    assert_eq!(r.scan_prefix(b"c").unwrap().rev().count(), 2, "the reader sees c and ca, not t's writes");
+    assert_eq!(
+        db.scan_prefix(b"c").unwrap().rev().collect::<Result<Rows, Error>>().unwrap(),
+        rows(&[("ca", "4"), ("c", "3")])
+    );
+}
+
 // ---- brute-force serializability over random interleavings -------------------------------------------------------
 
 #[derive(Clone, Debug)]

@@ -16,6 +16,7 @@ const LAYERS: &[&[&str]] = &[
     &["memtable", "wal", "sstable", "manifest"],
     &["recovery_rules", "options", "version"],
     &["view"],
+    &["scan"],
     &["state"],
     &["jobs"],
     &["commit"],

@@ -59,7 +59,8 @@ proptest! {
                     let (low, high) = (key(a.min(b)), key(a.max(b)));
                     let expected: Vec<(Vec<u8>, Vec<u8>)> =
                         model.range(low.clone()..high.clone()).map(|(k, v)| (k.clone(), v.clone())).collect();
-                    prop_assert_eq!(db.scan(&low, &high).unwrap(), expected);
+                    let scanned = db.scan(low.as_slice()..high.as_slice()).unwrap().collect::<Result<Vec<_>, _>>().unwrap();
+                    prop_assert_eq!(scanned, expected);
                 }
                 Op::Flush => {
                     let before = db.stats();

@@ -92,7 +92,7 @@ fn after_close_every_call_is_closed_and_no_task_is_left() {
     assert!(is_closed(db.get(b"k")));
     assert!(is_closed(db.put(b"k", b"v")));
     assert!(is_closed(db.delete(b"k")));
-    assert!(is_closed(db.scan(b"", b"\xff")));
+    assert!(is_closed(db.scan(..)));
     assert!(is_closed(db.flush()));
     assert!(is_closed(db.compact()));
     assert!(is_closed(db.begin()));

@@ -245,7 +245,7 @@ fn calls_after_close(
         ("db.get", closed(db.get(&key).map(drop))),
         ("db.put", closed(db.put(&key, b"v"))),
         ("db.delete", closed(db.delete(&key))),
-        ("db.scan", closed(db.scan(b"", b"\xff").map(drop))),
+        ("db.scan", closed(db.scan(..).map(drop))),
         ("db.flush", closed(db.flush())),
         ("db.compact", closed(db.compact())),
         ("db.begin", closed(db.begin().map(drop))),

@@ -165,14 +165,23 @@ impl TxnTarget {
         open.ops += 1;
         let (start_bytes, end_bytes) = (key_bytes(start), key_bytes(end));
         let range = (Bound::Included(start_bytes.as_slice()), Bound::Excluded(end_bytes.as_slice()));
+        let shape = ScanShape::of(start, end);
         let result = match &mut open.handle {
-            Handle::ReadWrite(txn) => txn.scan(range),
-            Handle::ReadOnly(txn) => txn.scan(range),
-        }
-        .and_then(|rows| rows.collect::<engine::Result<Vec<_>>>());
+            Handle::ReadWrite(txn) => txn.scan(range).and_then(|rows| shape.read(rows)),
+            Handle::ReadOnly(txn) => txn.scan(range).and_then(|rows| shape.read(rows)),
+        };
         let rows = match result {
             Ok(rows) => rows,
             Err(error) => return self.failed(world, open, "scan", error),
+        };
+        // An iterator dropped early protected only what it read (ADR-scan-a): the model records exactly that.
+        let Some((start, end)) = shape.observed(start, end, &rows) else {
+            return Err(Violation::new(
+                "snapshot_read.scan_shape",
+                FailureKind::Safety,
+                format!("keys of the form k000000 within [k{start:06}, k{end:06})"),
+                format!("{} rows, the last unparsable", rows.len()),
+            ));
         };
         self.count("txn.scans");
         let mut found: BTreeMap<u32, u64> = BTreeMap::new();
@@ -400,5 +409,49 @@ impl TxnTarget {
             }
         }
         graph.commit(&record.to_committed()).is_some()
+    }
+}
+
+/// How a scan reads its iterator, chosen by its range (not the RNG: schedules are unchanged): forward or from the
+/// back, to the end or dropped after a few rows (ADR-scan-a).
+#[derive(Clone, Copy, Debug)]
+struct ScanShape {
+    reverse: bool,
+    /// Rows read before the iterator is dropped; `None`: to the end.
+    limit: Option<usize>,
+}
+
+/// Rows a partial scan reads before dropping its iterator.
+const PARTIAL_SCAN_ROWS: usize = 2;
+
+impl ScanShape {
+    fn of(start: u32, end: u32) -> Self {
+        let mode = (start.wrapping_mul(7) ^ end) % 4;
+        Self { reverse: mode % 2 == 1, limit: (mode < 2).then_some(PARTIAL_SCAN_ROWS) }
+    }
+
+    /// The rows, in ascending key order.
+    fn read(self, rows: engine::ScanIter<'_>) -> engine::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let limit = self.limit.unwrap_or(usize::MAX);
+        if self.reverse {
+            let mut read = rows.rev().take(limit).collect::<engine::Result<Vec<_>>>()?;
+            read.reverse();
+            Ok(read)
+        } else {
+            rows.take(limit).collect()
+        }
+    }
+
+    /// The range the scan observed: all of `[start, end)` unless it stopped after `limit` rows, then up to and
+    /// including the last row read (from the back: from the last row read). `None` when a row's key does not parse.
+    fn observed(self, start: u32, end: u32, rows: &[(Vec<u8>, Vec<u8>)]) -> Option<(u32, u32)> {
+        if self.limit.is_none_or(|limit| rows.len() < limit) {
+            return Some((start, end));
+        }
+        if self.reverse {
+            Some((parse_key(&rows.first()?.0)?, end))
+        } else {
+            Some((start, parse_key(&rows.last()?.0)? + 1))
+        }
     }
 }
