@@ -1,4 +1,4 @@
-//! Per-commit cost of the SSI conflict tracker against the number of records it retains (ADR-0072, ADR-ssi).
+//! Per-commit cost of the SSI conflict tracker against the number of records it retains (ADR-0072, ADR-0084).
 //!
 //! One `ReadTransaction` is held open (it read one key), so every later commit's record is retained. Then N
 //! filler transactions commit, then 5 batches of 200 more are timed: the table gives the mean wall time per

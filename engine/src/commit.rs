@@ -1,4 +1,4 @@
-//! The commit pipeline (ADR-0021, ADR-lock-a): every write, transactional or blind, goes through it.
+//! The commit pipeline (ADR-0021, ADR-0081): every write, transactional or blind, goes through it.
 //!
 //! 1. **submit** — under the writer lock: SSI validation (the conflict tracker), sequence assignment, WAL append.
 //!    The commit joins the open batch (spawning its `group-commit` task if none is open) and gets a

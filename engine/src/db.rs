@@ -81,7 +81,7 @@ impl<E: Env> Db<E> {
     }
 
     /// The live rows in `range` at the latest state: a lazy, double-ended iterator of `Result<(key, value)>` in key
-    /// order (ADR-scan-a). `Err(Closed)` up front once the database is closed; an error met while scanning is an
+    /// order (ADR-0085). `Err(Closed)` up front once the database is closed; an error met while scanning is an
     /// item, and the iterator ends after it.
     ///
     /// ```
@@ -268,7 +268,7 @@ impl<E: Env> Db<E> {
     }
 
     /// Structural invariants, for the simulator and tests (not on the hot path): levels sorted and
-    /// non-overlapping, readers see what the writer published last (ADR-lock-b), every table in the version exists
+    /// non-overlapping, readers see what the writer published last (ADR-0082), every table in the version exists
     /// on disk, no leaked table or log files.
     pub fn check_invariants(&self) -> std::result::Result<(), String> {
         let state = self.inner.state();

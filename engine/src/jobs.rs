@@ -1,6 +1,6 @@
 //! Background work: flushes and compactions, run as `Env::spawn` tasks (ADR-0005, ADR-0016). Each task step does
 //! one whole job (one memtable flushed, or one compaction) and never holds a lock across table IO; the manifest is
-//! installed under the writer lock (never a reader's, ADR-lock-b) so versions change one at a time, and the new
+//! installed under the writer lock (never a reader's, ADR-0082) so versions change one at a time, and the new
 //! version is published to readers before the lock is released.
 
 use std::mem;

@@ -117,7 +117,7 @@ impl Memtable {
     /// version at or below `snapshot`, or, when it has none, one of its versions above it (which the scan skips).
     /// One entry per user key however many versions it has: a scan's memtable cursor re-seeks with it from the
     /// last user key it returned (a skiplist entry borrows the map, and a scan iterator owns its memtables instead,
-    /// ADR-scan-a). Borrows `from`: no allocation but the returned entry's key and value.
+    /// ADR-0085). Borrows `from`: no allocation but the returned entry's key and value.
     pub(crate) fn next_visible(
         &self,
         from: Bound<(&[u8], Sequence)>,

@@ -16,7 +16,7 @@
 //! * **First committer wins** for write-write conflicts.
 //! * **Bounded memory**: a finished transaction's record is dropped once no active transaction overlaps it; a
 //!   full tracker expires its oldest active transaction (ADR-0072).
-//! * **Indexed** (ADR-ssi-a): records are indexed by status, end, written key and straddle span
+//! * **Indexed** (ADR-0084): records are indexed by status, end, written key and straddle span
 //!   (`ssi/index.rs`), so a commit's cost follows its own keys and the transactions that overlap it, not the number
 //!   of records a long-lived reader keeps.
 //!
@@ -308,7 +308,7 @@ impl ConflictTracker {
     /// A commit's writes take consecutive sequences ending at its commit sequence: a safe snapshot must be below
     /// the *first* of them, or the reader would see part of the commit (found by the txn target; `specs::Ssi`
     /// keeps the rule that stepped below the commit sequence as a known-bad variant, ADR-0061). Answered from the
-    /// index of spans ordered by end (ADR-ssi-a): the same answer as [`snapshot_outside`] over [`Self::straddles`].
+    /// index of spans ordered by end (ADR-0084): the same answer as [`snapshot_outside`] over [`Self::straddles`].
     pub fn safe_snapshot(&self, visible: Sequence) -> Sequence {
         let snapshot = self.index.safe_snapshot(visible);
         if crate::EXPENSIVE_CHECKS {

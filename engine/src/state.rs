@@ -1,4 +1,4 @@
-//! The database's shared state and its locks (ADR-lock-b). Four locks, always taken in this order and never the
+//! The database's shared state and its locks (ADR-0082). Four locks, always taken in this order and never the
 //! other way round: **writer** (`Inner::state`) → **registry** (`Inner::registry`) → **view** (the published read
 //! side) → **poisoned** (a leaf). Only the writer lock is ever held across IO (log appends, a rotation's syncs, a
 //! manifest install); readers take only the registry and view locks, which no IO runs under, so a reader never
@@ -40,7 +40,7 @@ pub(crate) struct Immutable {
     pub(crate) wal_number: u64,
 }
 
-/// The group-commit batches (ADR-lock-a): the open one new commits join, and every batch task not yet ended.
+/// The group-commit batches (ADR-0081): the open one new commits join, and every batch task not yet ended.
 #[derive(Debug, Default)]
 pub(crate) struct Batches {
     /// The batch new commits join: spawned, its log end not yet captured.
@@ -366,7 +366,7 @@ mod tests {
         Ok(seen)
     }
 
-    /// Readers never wait on IO held under a lock (ADR-lock-b): every log append, rotation sync and manifest install
+    /// Readers never wait on IO held under a lock (ADR-0082): every log append, rotation sync and manifest install
     /// runs under the writer lock (or under none), and with the writer lock held by this test, as such IO would
     /// hold it, every read path finishes on another thread and sees the acknowledged state.
     #[test]

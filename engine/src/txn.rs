@@ -53,7 +53,7 @@ pub struct ReadTransaction<E: Env> {
 impl<E: Env> Db<E> {
     /// Begin a serializable read-write transaction.
     pub fn begin(&self) -> Result<Transaction<E>> {
-        // The registry lock only: beginning never waits for a log append or sync (ADR-lock-b).
+        // The registry lock only: beginning never waits for a log append or sync (ADR-0082).
         self.inner.check_writable()?;
         let mut registry = self.inner.registry();
         let snapshot = registry.visible;
@@ -148,7 +148,7 @@ impl<E: Env> Transaction<E> {
     }
 
     /// The rows in `range` at the snapshot, with this transaction's own writes applied: a lazy, double-ended
-    /// iterator (ADR-scan-a). `Err` up front when the transaction has ended, the database is closed or the
+    /// iterator (ADR-0085). `Err` up front when the transaction has ended, the database is closed or the
     /// transaction is doomed; the range it observes is registered as a predicate read when it is exhausted or
     /// dropped.
     pub fn scan<'a>(&mut self, range: impl RangeBounds<&'a [u8]>) -> Result<ScanIter<'_>> {
@@ -238,7 +238,7 @@ impl<E: Env> Transaction<E> {
 
     /// Commit: serializable, and durable when it returns (in `Sync` mode). A serialization failure is returned only
     /// once the commits that were in flight when it was found are visible, so a retry reads what beat it instead
-    /// of failing against the same unacknowledged writer again (ADR-pool-b).
+    /// of failing against the same unacknowledged writer again (ADR-0087).
     pub fn commit(self) -> Result<()> {
         let db = self.db.clone();
         match self.submit() {
@@ -317,7 +317,7 @@ impl<E: Env> Drop for ReadTransaction<E> {
     }
 }
 
-/// A scan registers the range it observed with the conflict tracker through this (ADR-scan-a).
+/// A scan registers the range it observed with the conflict tracker through this (ADR-0085).
 impl<E: Env> ScanRegistry for Inner<E> {
     fn register(&self, txn: TxnId, read_only: bool, range: KeyRange) -> Result<()> {
         let tracked = self.registry().tracker.on_scan(txn, range);

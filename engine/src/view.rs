@@ -1,6 +1,6 @@
 //! What a reader needs: the memtables and tables as of one moment. The one seam between reads and the write
 //! side's state: `get` and `scan` take a [`ReadView`] (`Inner::read_view` copies the published one under the view
-//! lock, which no IO runs under, ADR-lock-b) and never touch the writer lock.
+//! lock, which no IO runs under, ADR-0082) and never touch the writer lock.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -100,7 +100,7 @@ fn main() {
         let rows = db.scan_prefix(b"user").expect("scan").rev().map(|row| row.expect("row"));
         assert_eq!(rows.count() as u64, KEY_COUNT + 1);
     });
-    // Reverse decodes a block at a time into its entries (ADR-scan-a), into one vector reused from block to block.
+    // Reverse decodes a block at a time into its entries (ADR-0085), into one vector reused from block to block.
     let what = "`Db::scan_prefix(..).rev()`, SSTable rows";
     figures.push(Figure { what, per: "row", measured: db_scan_reverse, ceiling: 2.1 });
 

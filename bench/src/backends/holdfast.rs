@@ -46,7 +46,7 @@ impl Backend for Holdfast {
         self.db.get(key).map_err(map)
     }
     fn scan(&self, start: &[u8], limit: usize) -> BResult<usize> {
-        // The scan is lazy (ADR-scan-a): `take` stops it after `limit` rows.
+        // The scan is lazy (ADR-0085): `take` stops it after `limit` rows.
         let mut n = 0;
         for row in self.db.scan(start..).map_err(map)?.take(limit) {
             let (k, v) = row.map_err(map)?;

@@ -1,5 +1,5 @@
 //! [`MergeIter`]: merges sources of versions, each in internal-key order (or each in reverse internal-key order),
-//! into one order. Compaction merges forward; a scan's back end merges in reverse (ADR-scan-a).
+//! into one order. Compaction merges forward; a scan's back end merges in reverse (ADR-0085).
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;

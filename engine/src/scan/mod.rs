@@ -1,4 +1,4 @@
-//! Streaming scans (ADR-scan-a): [`ScanIter`], a lazy, double-ended iterator of the rows in a key range at a
+//! Streaming scans (ADR-0085): [`ScanIter`], a lazy, double-ended iterator of the rows in a key range at a
 //! snapshot, merging the memtables, the level-0 tables overlapping the range and one lazy cursor per deeper level;
 //! a transaction's own writes laid over them; the range it observed registered with the conflict tracker once.
 
@@ -49,7 +49,7 @@ pub(crate) fn prefix_range(prefix: &[u8]) -> KeyRange {
     KeyRange { start: prefix.to_vec(), end }
 }
 
-/// Registers the key range a transaction's scan observed with the conflict tracker (ADR-scan-a).
+/// Registers the key range a transaction's scan observed with the conflict tracker (ADR-0085).
 pub(crate) trait ScanRegistry: Send + Sync {
     /// Register `range` for `txn`; a conflict the registration finds is the error.
     fn register(&self, txn: TxnId, read_only: bool, range: KeyRange) -> Result<()>;
@@ -92,7 +92,7 @@ impl End<'_> {
 /// registered, is an item, and the iterator ends after it. A transaction's iterator borrows it (ADR-0064): the
 /// transaction cannot commit, roll back, write or be dropped while the iterator lives. Its observed range (the
 /// whole range once exhausted, else `[start, last row]` and `[last row from the back, end)`) is registered with the
-/// conflict tracker when it is exhausted or dropped (ADR-scan-a).
+/// conflict tracker when it is exhausted or dropped (ADR-0085).
 pub struct ScanIter<'txn> {
     front: End<'txn>,
     back: End<'txn>,

@@ -1,6 +1,6 @@
 //! The owned, lazy, bounded cursors a scan merges: one per memtable, one per level-0 table overlapping the range,
 //! one per deeper level (opening only the tables overlapping the range, in order). Each runs in one direction and
-//! stops at the range's bound in that direction (ADR-scan-a).
+//! stops at the range's bound in that direction (ADR-0085).
 
 use std::ops::Bound;
 use std::sync::Arc;

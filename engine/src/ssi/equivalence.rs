@@ -1,4 +1,4 @@
-//! The indexed tracker agrees with the walking [`Reference`] call for call (ADR-ssi-a): random histories of
+//! The indexed tracker agrees with the walking [`Reference`] call for call (ADR-0084): random histories of
 //! begin, read, scan, put (a doomed check), commit, finish, abort and acknowledge, driven the way the engine drives
 //! the tracker (read-only transactions at `safe_snapshot`, commits taking consecutive sequences, acknowledged in
 //! order), through both; every result, every record, the counters, `safe_snapshot` and `straddles` must be equal,

@@ -1,4 +1,4 @@
-//! The conflict tracker's indexes (ADR-ssi-a): every question a commit, a read, `prune` or `safe_snapshot` asks
+//! The conflict tracker's indexes (ADR-0084): every question a commit, a read, `prune` or `safe_snapshot` asks
 //! of the records is answered from an ordered index instead of a walk over every record, so its cost follows the
 //! transactions that overlap it, not how many records a long-lived reader keeps.
 //!

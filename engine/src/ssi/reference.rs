@@ -1,4 +1,4 @@
-//! The tracker as it was before the index (ADR-ssi-a): every question answered by a walk over every record. Kept
+//! The tracker as it was before the index (ADR-0084): every question answered by a walk over every record. Kept
 //! only for the tests, as the reference the indexed tracker must agree with call for call (`equivalence` tests).
 //! The same records ([`TxnRecord`]) and the same rules, verbatim.
 

@@ -1,6 +1,6 @@
 //! The SSI rules: rw antidependencies at reads, scans and commits, dangerous structures and their victims, first
 //! committer wins, and the read-only guard (see the parent module's docs). Every lookup of other transactions goes
-//! through the index (ADR-ssi-a).
+//! through the index (ADR-0084).
 
 use super::{Conflict, ConflictCause, ConflictTracker, KeyRange, Sequence, TxnId, TxnRecord};
 

@@ -437,7 +437,7 @@ impl BlockCursor {
     }
 
     /// The next entry `keep` accepts by its user key and sequence, or None at the end of the block. The entries it
-    /// passes over are parsed but not copied (a scan skips a key's older versions so, ADR-scan-a).
+    /// passes over are parsed but not copied (a scan skips a key's older versions so, ADR-0085).
     pub fn next_entry_where(&mut self, mut keep: impl FnMut(&[u8], Sequence) -> bool) -> Option<Entry> {
         if let Some(entry) = self.peeked.take()
             && keep(&entry.key.user_key, entry.key.sequence)

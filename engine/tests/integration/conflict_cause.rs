@@ -100,7 +100,7 @@ fn a_scan_closing_a_dangerous_structure_is_an_rw_cause_on_the_range_start() {
     t0.commit().unwrap();
     t1.put(b"y", b"1").unwrap();
     t1.commit().unwrap();
-    // The scan registers its range once it has read it all: the conflict is its last item (ADR-scan-a).
+    // The scan registers its range once it has read it all: the conflict is its last item (ADR-0085).
     let error = t2.scan(&b"w"[..]..&b"z"[..]).unwrap().collect::<Result<Vec<_>, _>>().unwrap_err();
     assert_eq!(cause_of(error), ConflictCause::ReadWrite { key: b"w".to_vec() });
 }

@@ -771,7 +771,7 @@ fn a_conflict_ends_the_transaction() {
     assert!(db.conflict_stats().0.ww_aborts >= 1);
 }
 
-// ---- streaming scans: a scan protects the range it observed (ADR-scan-a) --------------------------------------------
+// ---- streaming scans: a scan protects the range it observed (ADR-0085) --------------------------------------------
 
 /// Rows `a1..a5` and `b1`: T1 reads part of range a (the first two rows forward, or the last two from the back)
 /// and writes into range b; T2 reads range b whole and writes `key` into range a. A write skew exactly when `key`

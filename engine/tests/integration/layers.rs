@@ -1,4 +1,4 @@
-//! The engine's modules form layers (ADR-lock-c, ARCHITECTURE.md's codemap): every `crate::<module>` reference in
+//! The engine's modules form layers (ADR-0083, ARCHITECTURE.md's codemap): every `crate::<module>` reference in
 //! `engine/src` (a `use`, a path, a `crate::{...}` group; comment lines skipped) points to a strictly lower layer,
 //! so no import cycle can form. Sources are read through `RealEnv`. A reference through the crate root's
 //! re-exports (`crate::Result`, `crate::Options`) names no module and is not an edge.

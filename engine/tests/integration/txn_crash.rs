@@ -230,7 +230,7 @@ fn one_group_commit_batch_acknowledges_its_commits() {
     assert_eq!(db.get(&key(4)).unwrap(), Some(b"batched".to_vec()));
 }
 
-/// A batch per sync (ADR-lock-a): commits appended before a batch captures the log's end share its one sync; a
+/// A batch per sync (ADR-0081): commits appended before a batch captures the log's end share its one sync; a
 /// commit appended after the capture joins the next batch, which syncs only after the first ended, and waiting for
 /// it runs that next batch only. Blind writes join the same batches.
 #[test]

@@ -166,7 +166,7 @@ impl EngineTarget {
         }
         let (start_bytes, end_bytes) = (key_bytes(start), key_bytes(end));
         // Half the scans run from the back (chosen by the range, not the RNG: the schedule is unchanged) and are
-        // turned around before the checks: both directions of the streaming iterator face the oracle (ADR-scan-a).
+        // turned around before the checks: both directions of the streaming iterator face the oracle (ADR-0085).
         let reverse = (start ^ end) & 1 == 1;
         let scanned = self.live_db().scan(start_bytes.as_slice()..end_bytes.as_slice()).and_then(|rows| {
             if reverse {

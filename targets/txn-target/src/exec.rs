@@ -174,7 +174,7 @@ impl TxnTarget {
             Ok(rows) => rows,
             Err(error) => return self.failed(world, open, "scan", error),
         };
-        // An iterator dropped early protected only what it read (ADR-scan-a): the model records exactly that.
+        // An iterator dropped early protected only what it read (ADR-0085): the model records exactly that.
         let Some((start, end)) = shape.observed(start, end, &rows) else {
             return Err(Violation::new(
                 "snapshot_read.scan_shape",
@@ -413,7 +413,7 @@ impl TxnTarget {
 }
 
 /// How a scan reads its iterator, chosen by its range (not the RNG: schedules are unchanged): forward or from the
-/// back, to the end or dropped after a few rows (ADR-scan-a).
+/// back, to the end or dropped after a few rows (ADR-0085).
 #[derive(Clone, Copy, Debug)]
 struct ScanShape {
     reverse: bool,
