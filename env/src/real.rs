@@ -58,17 +58,22 @@ fn work(first: Job, jobs: &Receiver<Job>) {
     let mut job = first;
     loop {
         let Job { inner, id, mut task, worker } = job;
-        {
-            // Removes the task and wakes waiters even if the task panics, so `wait` never hangs on it.
-            let _finished = FinishGuard { inner: Arc::clone(&inner), id };
-            while task() == TaskStep::Continue {}
-        }
-        {
+        // Removes the task and wakes waiters even if the task panics, so `wait` never hangs on it.
+        let finished = FinishGuard { inner: Arc::clone(&inner), id };
+        while task() == TaskStep::Continue {}
+        drop(task);
+        // Idle again before the waiters wake, so the task a waiter spawns next finds this worker.
+        let idle_again = {
             let mut idle = inner.idle_workers.lock().expect("idle workers poisoned");
-            if idle.len() >= IDLE_WORKERS_MAX {
-                return;
+            let room = idle.len() < IDLE_WORKERS_MAX;
+            if room {
+                idle.push(worker);
             }
-            idle.push(worker);
+            room
+        };
+        drop(finished);
+        if !idle_again {
+            return;
         }
         drop(inner);
         match jobs.recv() {
