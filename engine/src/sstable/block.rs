@@ -13,9 +13,9 @@
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-use super::codec::{BlockTag, Cursor, partition_point, put_varint, seal, unseal};
-use crate::{DecodeError, Entry, InternalKey, KEY_SIZE_BYTES_MAX, SEQUENCE_MAX, Sequence, VALUE_SIZE_BYTES_MAX};
-use crate::{ValueKind, compare_internal};
+use super::codec::{BlockTag, CRC_SIZE_BYTES, Cursor, partition_point, put_varint, seal, unseal};
+use super::entry::{ParsedEntry, parse_entry, parse_entry_parts};
+use crate::{DecodeError, Entry, InternalKey, SEQUENCE_MAX, Sequence, ValueKind, compare_internal};
 
 /// The largest block a decoder accepts: one entry of the largest key and value, plus slack.
 pub const BLOCK_SIZE_BYTES_MAX: usize = 32 * 1024 * 1024;
@@ -126,90 +126,47 @@ pub fn sequence_and_kind(sequence: Sequence, kind: ValueKind) -> u64 {
     (sequence << 8) | u64::from(kind.to_byte())
 }
 
-/// One decoded entry's position: the key is in the caller's buffer, the value is a range of the entries region.
-#[derive(Debug)]
-struct ParsedEntry {
-    sequence: Sequence,
-    kind: ValueKind,
-    value_start: usize,
-    value_end: usize,
-    next_offset: usize,
-    shared_size_bytes: usize,
-    /// Where the entry's unshared key bytes are in the entries region.
-    delta_start: usize,
-    delta_end: usize,
-}
-
-/// Parse the entry at `offset`; `key` holds the previous key on entry and this entry's key on success.
-fn parse_entry(entries: &[u8], offset: usize, key: &mut Vec<u8>) -> Result<ParsedEntry, DecodeError> {
-    let parsed = parse_entry_parts(entries, offset, key.len())?;
-    key.truncate(parsed.shared_size_bytes);
-    key.extend_from_slice(&entries[parsed.delta_start..parsed.delta_end]);
-    Ok(parsed)
-}
-
-/// Parse the entry at `offset` without rebuilding its key; the previous key was `previous_key_size_bytes` long.
-fn parse_entry_parts(
-    entries: &[u8],
-    offset: usize,
-    previous_key_size_bytes: usize,
-) -> Result<ParsedEntry, DecodeError> {
-    let mut cursor = Cursor::at(entries, offset);
-    let shared_size_bytes = cursor.varint("shared key size")? as usize;
-    let unshared_size_bytes = cursor.varint("unshared key size")? as usize;
-    let value_size_bytes = cursor.varint("value size")? as usize;
-    if shared_size_bytes > previous_key_size_bytes {
-        return Err(DecodeError::new(
-            offset as u64,
-            format!("shares {shared_size_bytes} bytes of a {previous_key_size_bytes}-byte key"),
-        ));
-    }
-    if shared_size_bytes + unshared_size_bytes > KEY_SIZE_BYTES_MAX {
-        return Err(DecodeError::new(offset as u64, "key longer than KEY_SIZE_BYTES_MAX"));
-    }
-    if value_size_bytes > VALUE_SIZE_BYTES_MAX {
-        return Err(DecodeError::new(offset as u64, "value longer than VALUE_SIZE_BYTES_MAX"));
-    }
-    let delta_start = cursor.position();
-    cursor.take(unshared_size_bytes, "key delta")?;
-    let delta_end = cursor.position();
-    let trailer_offset = delta_end as u64;
-    let trailer = cursor.u64("sequence and kind")?;
-    let Some(kind) = ValueKind::from_byte((trailer & 0xFF) as u8) else {
-        return Err(DecodeError::new(trailer_offset, format!("bad value kind {:#04x}", trailer & 0xFF)));
-    };
-    let value_start = cursor.position();
-    cursor.take(value_size_bytes, "value")?;
-    if kind == ValueKind::Delete && value_size_bytes != 0 {
-        return Err(DecodeError::new(trailer_offset, "a tombstone carries a value"));
-    }
-    assert!(cursor.position() > offset, "parsing an entry must make progress");
-    Ok(ParsedEntry {
-        sequence: trailer >> 8,
-        kind,
-        value_start,
-        value_end: cursor.position(),
-        next_offset: cursor.position(),
-        shared_size_bytes,
-        delta_start,
-        delta_end,
-    })
-}
-
-/// A decoded, fully validated data block. Shared through the block cache as `Arc<Block>`.
+/// A validated data block, kept as the bytes it was read as (entries, restart array and counts; the CRC is cut
+/// off): searched in place, never decoded into entries. Shared through the block cache as `Arc<Block>`.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Block {
-    entries: Vec<u8>,
-    restart_offsets: Vec<u32>,
+    /// The sealed block's contents without its CRC: `entries | restart offsets | counts`.
+    bytes: Vec<u8>,
+    /// Where the entries region ends and the restart array starts.
+    entries_end: usize,
+    restart_count: usize,
     entry_count: usize,
     first_key: InternalKey,
     last_key: InternalKey,
 }
 
-/// Decode and validate a data block (CRC, restart offsets, varints, kinds, strict key order).
+/// What validating a block's bytes found: where its parts are and its first and last keys.
+#[derive(Debug)]
+struct Layout {
+    entries_end: usize,
+    restart_count: usize,
+    entry_count: usize,
+    first_key: InternalKey,
+    last_key: InternalKey,
+}
+
+/// Decode and validate a data block (CRC, restart offsets, varints, kinds, strict key order), copying its bytes.
 ///
 /// A checksum mismatch is reported at offset 0 (the start of the block); other errors at the bad bytes.
 pub fn decode_block(bytes: &[u8]) -> Result<Block, DecodeError> {
+    let layout = validate_block(bytes)?;
+    Ok(Block::from_parts(bytes[..bytes.len() - CRC_SIZE_BYTES].to_vec(), layout))
+}
+
+/// [`decode_block`] keeping the buffer the block was read into: no copy (the read path's cache miss).
+pub fn decode_block_owned(mut bytes: Vec<u8>) -> Result<Block, DecodeError> {
+    let layout = validate_block(&bytes)?;
+    bytes.truncate(bytes.len() - CRC_SIZE_BYTES);
+    Ok(Block::from_parts(bytes, layout))
+}
+
+/// Check everything [`decode_block`] promises; returns where the parts are.
+fn validate_block(bytes: &[u8]) -> Result<Layout, DecodeError> {
     if bytes.len() > BLOCK_SIZE_BYTES_MAX {
         return Err(DecodeError::new(0, format!("block of {} bytes exceeds BLOCK_SIZE_BYTES_MAX", bytes.len())));
     }
@@ -229,71 +186,103 @@ pub fn decode_block(bytes: &[u8]) -> Result<Block, DecodeError> {
     let entries_end = counts_offset - restart_count * 4;
     assert!(entries_end <= counts_offset, "restart array lies inside the block");
     let mut restart_cursor = Cursor::at(contents, entries_end);
-    let mut restart_offsets = Vec::new();
+    let mut previous_restart = None;
     while restart_cursor.position() < counts_offset {
         let position = restart_cursor.position() as u64;
         let restart = restart_cursor.u32("restart offset")?;
-        let in_order = restart_offsets.last().is_none_or(|&last| last < restart) && (restart as usize) < entries_end;
-        if !in_order || (restart_offsets.is_empty() && restart != 0) {
+        let in_order = previous_restart.is_none_or(|last| last < restart) && (restart as usize) < entries_end;
+        if !in_order || (previous_restart.is_none() && restart != 0) {
             return Err(DecodeError::new(position, format!("bad restart offset {restart}")));
         }
-        restart_offsets.push(restart);
+        previous_restart = Some(restart);
     }
-    assert_eq!(restart_offsets.len(), restart_count, "restart loop read every restart");
-    let (first_key, last_key) = validate_entries(&contents[..entries_end], &restart_offsets, entry_count)?;
-    Ok(Block { entries: contents[..entries_end].to_vec(), restart_offsets, entry_count, first_key, last_key })
+    let restart_offset = |index: usize| restart_at(contents, entries_end, index);
+    let (first_key, last_key) = validate_entries(&contents[..entries_end], restart_count, restart_offset, entry_count)?;
+    Ok(Layout { entries_end, restart_count, entry_count, first_key, last_key })
+}
+
+/// Restart offset `index` of a block whose restart array starts at `entries_end` of `contents`.
+#[inline]
+fn restart_at(contents: &[u8], entries_end: usize, index: usize) -> usize {
+    let start = entries_end + index * 4;
+    u32::from_le_bytes(contents[start..start + 4].try_into().expect("a restart offset is 4 bytes")) as usize
 }
 
 /// Walk every entry: restarts land on entry boundaries with no shared prefix, keys strictly increase, the count
-/// matches. Returns the first and last keys.
+/// matches. Returns the first and last keys. One key buffer for the walk: an entry is ordered against the previous
+/// key by its unshared bytes alone (the shared ones are equal), so no entry's key is copied.
 fn validate_entries(
     entries: &[u8],
-    restart_offsets: &[u32],
+    restart_count: usize,
+    restart_offset: impl Fn(usize) -> usize,
     entry_count: usize,
 ) -> Result<(InternalKey, InternalKey), DecodeError> {
     let mut key = Vec::new();
-    let mut previous: Option<InternalKey> = None;
-    let mut first: Option<InternalKey> = None;
+    let mut previous_sequence = None;
+    let mut first = None;
     let (mut offset, mut next_restart, mut seen) = (0usize, 0usize, 0usize);
     while offset < entries.len() {
-        let at_restart = restart_offsets.get(next_restart).is_some_and(|&restart| restart as usize == offset);
-        if restart_offsets.get(next_restart).is_some_and(|&restart| (restart as usize) < offset) {
-            return Err(DecodeError::new(u64::from(restart_offsets[next_restart]), "restart inside an entry"));
+        let at_restart = next_restart < restart_count && restart_offset(next_restart) == offset;
+        if next_restart < restart_count && restart_offset(next_restart) < offset {
+            return Err(DecodeError::new(restart_offset(next_restart) as u64, "restart inside an entry"));
         }
-        let parsed = parse_entry(entries, offset, &mut key)?;
+        let parsed = parse_entry_parts(entries, offset, key.len())?;
         if at_restart && parsed.shared_size_bytes != 0 {
             return Err(DecodeError::new(offset as u64, "entry at a restart point shares a prefix"));
         }
         next_restart += usize::from(at_restart);
-        if let Some(previous) = &previous
-            && compare_internal(&previous.user_key, previous.sequence, &key, parsed.sequence) != Ordering::Less
+        let delta = &entries[parsed.delta_start..parsed.delta_end];
+        if let Some(previous_sequence) = previous_sequence
+            && compare_internal(&key[parsed.shared_size_bytes..], previous_sequence, delta, parsed.sequence)
+                != Ordering::Less
         {
             return Err(DecodeError::new(offset as u64, "keys out of order inside the block"));
         }
-        let current = InternalKey::new(key.clone(), parsed.sequence);
-        first.get_or_insert_with(|| current.clone());
-        previous = Some(current);
+        key.truncate(parsed.shared_size_bytes);
+        key.extend_from_slice(delta);
+        if first.is_none() {
+            first = Some(InternalKey::new(key.clone(), parsed.sequence));
+        }
+        previous_sequence = Some(parsed.sequence);
         seen += 1;
         assert!(parsed.next_offset > offset && parsed.next_offset <= entries.len(), "entry parse overran");
         offset = parsed.next_offset;
     }
     assert_eq!(offset, entries.len(), "entries parse exactly to the end of their region");
-    if seen != entry_count || next_restart != restart_offsets.len() {
+    if seen != entry_count || next_restart != restart_count {
         return Err(DecodeError::new(
             entries.len() as u64,
             format!(
-                "block holds {seen} entries and {next_restart} restarts, trailer says {entry_count} and {}",
-                restart_offsets.len()
+                "block holds {seen} entries and {next_restart} restarts, trailer says {entry_count} and {restart_count}"
             ),
         ));
     }
-    let (Some(first), Some(last)) = (first, previous) else {
+    let (Some(first), Some(last_sequence)) = (first, previous_sequence) else {
         return Err(DecodeError::new(0, "block has no entries"));
     };
-    Ok((first, last))
+    Ok((first, InternalKey::new(key, last_sequence)))
 }
 
 impl Block {
+    fn from_parts(bytes: Vec<u8>, layout: Layout) -> Self {
+        let Layout { entries_end, restart_count, entry_count, first_key, last_key } = layout;
+        assert_eq!(bytes.len(), entries_end + restart_count * 4 + 8, "the block's bytes are what was validated");
+        Self { bytes, entries_end, restart_count, entry_count, first_key, last_key }
+    }
+
+    /// The entries region.
+    #[inline]
+    fn entries(&self) -> &[u8] {
+        &self.bytes[..self.entries_end]
+    }
+
+    /// Restart offset `index` (`< restart_count`).
+    #[inline]
+    fn restart_offset(&self, index: usize) -> usize {
+        assert!(index < self.restart_count, "restart {index} past the restart array");
+        restart_at(&self.bytes, self.entries_end, index)
+    }
+
     /// How many entries the block holds (at least one).
     pub fn entry_count(&self) -> usize {
         self.entry_count
@@ -311,29 +300,25 @@ impl Block {
 
     /// Memory the block occupies, as charged by the block cache.
     pub fn charge_bytes(&self) -> usize {
-        self.entries.len()
-            + self.restart_offsets.len() * 4
-            + self.first_key.user_key.len()
-            + self.last_key.user_key.len()
-            + BLOCK_OVERHEAD_BYTES
+        self.bytes.len() + self.first_key.user_key.len() + self.last_key.user_key.len() + BLOCK_OVERHEAD_BYTES
     }
 
     /// The first entry whose internal key is `>= (user_key, sequence)`, its key left in `key` (one buffer for
     /// the whole search: no allocation per probe or per scanned entry once it has grown to the key size).
     fn seek_entry(&self, user_key: &[u8], sequence: Sequence, key: &mut Vec<u8>) -> Option<ParsedEntry> {
-        let restart_index = partition_point(self.restart_offsets.len(), |index| {
+        let restart_index = partition_point(self.restart_count, |index| {
             let key_sequence = self.restart_key_into(index, key);
             compare_internal(key, key_sequence, user_key, sequence) == Ordering::Less
         })
         .saturating_sub(1);
-        let mut offset = self.restart_offsets[restart_index] as usize;
+        let mut offset = self.restart_offset(restart_index);
         key.clear();
         let mut scanned = 0usize;
-        while offset < self.entries.len() {
+        while offset < self.entries().len() {
             scanned += 1;
             assert!(scanned <= BLOCK_ENTRIES_MAX, "seek scanned past BLOCK_ENTRIES_MAX");
-            let parsed = parse_entry(&self.entries, offset, key).expect("a validated block parses");
-            assert!(parsed.next_offset > offset && parsed.next_offset <= self.entries.len(), "entry out of bounds");
+            let parsed = parse_entry(self.entries(), offset, key).expect("a validated block parses");
+            assert!(parsed.next_offset > offset && parsed.next_offset <= self.entries().len(), "entry out of bounds");
             offset = parsed.next_offset;
             if compare_internal(key, parsed.sequence, user_key, sequence) != Ordering::Less {
                 return Some(parsed);
@@ -347,18 +332,21 @@ impl Block {
     /// compared with `user_key` from the previous comparison, ADR-0065). The block must hold an entry
     /// `>= (user_key, sequence)` (the index chose it for that): panics otherwise.
     pub fn get_value(&self, user_key: &[u8], sequence: Sequence) -> Option<(ValueKind, &[u8])> {
-        let restart_index = partition_point(self.restart_offsets.len(), |index| {
+        let restart_index = partition_point(self.restart_count, |index| {
             let (key, key_sequence) = self.restart_key(index);
             compare_internal(key, key_sequence, user_key, sequence) == Ordering::Less
         })
         .saturating_sub(1);
-        let mut offset = self.restart_offsets[restart_index] as usize;
+        let mut offset = self.restart_offset(restart_index);
         // The previous entry's key: its order against `user_key`, how many leading bytes the two share, its size.
         let (mut order, mut matched, mut key_size_bytes) = (Ordering::Equal, 0usize, 0usize);
         for _ in 0..BLOCK_ENTRIES_MAX {
-            assert!(offset < self.entries.len(), "the index promised an entry at or after the seek key in this block");
-            let parsed = parse_entry_parts(&self.entries, offset, key_size_bytes).expect("a validated block parses");
-            let delta = &self.entries[parsed.delta_start..parsed.delta_end];
+            assert!(
+                offset < self.entries().len(),
+                "the index promised an entry at or after the seek key in this block"
+            );
+            let parsed = parse_entry_parts(self.entries(), offset, key_size_bytes).expect("a validated block parses");
+            let delta = &self.entries()[parsed.delta_start..parsed.delta_end];
             let shared = parsed.shared_size_bytes;
             // A key that keeps more than the matched bytes of the previous one differs from `user_key` where the
             // previous one did, the same way; otherwise its first `shared` bytes equal `user_key`'s.
@@ -371,7 +359,7 @@ impl Block {
             offset = parsed.next_offset;
             if order.then(sequence.cmp(&parsed.sequence)) != Ordering::Less {
                 let found = (order == Ordering::Equal)
-                    .then(|| (parsed.kind, &self.entries[parsed.value_start..parsed.value_end]));
+                    .then(|| (parsed.kind, &self.entries()[parsed.value_start..parsed.value_end]));
                 if crate::EXPENSIVE_CHECKS {
                     let mut key = Vec::new();
                     let paired = self.seek_entry(user_key, sequence, &mut key).map(|entry| entry.value_start);
@@ -386,10 +374,10 @@ impl Block {
     /// The key at restart point `index` (restart entries share no prefix: their key is in one piece) and its
     /// sequence.
     fn restart_key(&self, index: usize) -> (&[u8], Sequence) {
-        let parsed = parse_entry_parts(&self.entries, self.restart_offsets[index] as usize, 0);
+        let parsed = parse_entry_parts(self.entries(), self.restart_offset(index), 0);
         let parsed = parsed.expect("a validated block parses");
         assert_eq!(parsed.shared_size_bytes, 0, "restart entries share no prefix");
-        (&self.entries[parsed.delta_start..parsed.delta_end], parsed.sequence)
+        (&self.entries()[parsed.delta_start..parsed.delta_end], parsed.sequence)
     }
 
     /// The full key at restart point `index`, into `key`; returns its sequence.
@@ -422,11 +410,11 @@ impl BlockCursor {
         let mut key = Vec::new();
         let (offset, peeked) = match block.seek_entry(user_key, sequence, &mut key) {
             Some(found) => {
-                let value = block.entries[found.value_start..found.value_end].to_vec();
+                let value = block.entries()[found.value_start..found.value_end].to_vec();
                 let entry = Entry { key: InternalKey::new(key.clone(), found.sequence), kind: found.kind, value };
                 (found.next_offset, Some(entry))
             }
-            None => (block.entries.len(), None),
+            None => (block.entries().len(), None),
         };
         Self { block, offset, key, peeked }
     }
@@ -444,16 +432,19 @@ impl BlockCursor {
         {
             return Some(entry);
         }
-        while self.offset < self.block.entries.len() {
+        while self.offset < self.block.entries().len() {
             let parsed =
-                parse_entry(&self.block.entries, self.offset, &mut self.key).expect("a validated block parses");
-            assert!(parsed.next_offset > self.offset && parsed.next_offset <= self.block.entries.len(), "entry bounds");
+                parse_entry(self.block.entries(), self.offset, &mut self.key).expect("a validated block parses");
+            assert!(
+                parsed.next_offset > self.offset && parsed.next_offset <= self.block.entries().len(),
+                "entry bounds"
+            );
             self.offset = parsed.next_offset;
             if keep(&self.key, parsed.sequence) {
                 return Some(Entry {
                     key: InternalKey::new(self.key.clone(), parsed.sequence),
                     kind: parsed.kind,
-                    value: self.block.entries[parsed.value_start..parsed.value_end].to_vec(),
+                    value: self.block.entries()[parsed.value_start..parsed.value_end].to_vec(),
                 });
             }
         }
@@ -592,8 +583,8 @@ mod tests {
     fn restart_entries_share_no_prefix_and_seek_spans_restarts() {
         let entries: Vec<Entry> = (0..40u32).map(|index| entry(format!("key{index:03}").as_bytes(), 1, b"v")).collect();
         let block = Arc::new(decode_block(&build(&entries, 4)).unwrap());
-        assert_eq!(block.restart_offsets.len(), 10);
-        for index in 0..block.restart_offsets.len() {
+        assert_eq!(block.restart_count, 10);
+        for index in 0..block.restart_count {
             let mut key = Vec::new();
             block.restart_key_into(index, &mut key);
             assert_eq!(key, entries[index * 4].key.user_key);

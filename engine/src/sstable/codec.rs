@@ -137,9 +137,10 @@ impl<'a> Cursor<'a> {
     }
 
     /// The next `count` bytes. Checks the length against what is left before touching anything.
+    #[inline]
     pub fn take(&mut self, count: usize, what: &str) -> Result<&'a [u8], DecodeError> {
         if count > self.remaining_bytes() {
-            return Err(self.error(format!("{what}: needs {count} bytes, only {} left", self.remaining_bytes())));
+            return Err(self.short_error(count, what));
         }
         let taken = &self.bytes[self.position..self.position + count];
         self.position += count;
@@ -147,18 +148,26 @@ impl<'a> Cursor<'a> {
         Ok(taken)
     }
 
+    #[cold]
+    fn short_error(&self, count: usize, what: &str) -> DecodeError {
+        self.error(format!("{what}: needs {count} bytes, only {} left", self.remaining_bytes()))
+    }
+
     /// The next byte.
+    #[inline]
     pub fn u8(&mut self, what: &str) -> Result<u8, DecodeError> {
         Ok(self.take(1, what)?[0])
     }
 
     /// The next little-endian u32.
+    #[inline]
     pub fn u32(&mut self, what: &str) -> Result<u32, DecodeError> {
         let bytes = self.take(4, what)?;
         Ok(u32::from_le_bytes(bytes.try_into().expect("took 4 bytes")))
     }
 
     /// The next little-endian u64.
+    #[inline]
     pub fn u64(&mut self, what: &str) -> Result<u64, DecodeError> {
         let bytes = self.take(8, what)?;
         Ok(u64::from_le_bytes(bytes.try_into().expect("took 8 bytes")))

@@ -47,6 +47,7 @@ mod bloom;
 mod builder;
 mod cache;
 mod codec;
+mod entry;
 mod footer;
 mod index;
 mod learned;

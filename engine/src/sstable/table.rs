@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 
 use super::READ_RETRIES_MAX;
-use super::block::{Block, BlockCursor, decode_block};
+use super::block::{Block, BlockCursor, decode_block, decode_block_owned};
 use super::bloom::{BloomFilter, decode_bloom};
 use super::cache::BlockCache;
 use super::codec::partition_point;
@@ -156,7 +156,7 @@ impl<F: env::File> Table<F> {
         let footer_offset = file_size_bytes - FOOTER_SIZE_BYTES as u64;
         let counters = Counters::default();
         let footer = read_verified(&file, &counters, footer_offset, FOOTER_SIZE_BYTES, |bytes| {
-            decode_footer(bytes, file_size_bytes)
+            decode_footer(bytes.as_slice(), file_size_bytes)
         })?;
         let region_size_bytes = usize::try_from(footer_offset - footer.index.offset).map_err(|_| {
             DecodeError::new(0, "metadata larger than memory").in_file(file.path(), footer.index.offset)
@@ -164,7 +164,7 @@ impl<F: env::File> Table<F> {
         let metadata = read_verified(&file, &counters, footer.index.offset, region_size_bytes, |bytes| {
             let relative =
                 |error: DecodeError| DecodeError::new(error.offset.saturating_sub(footer.index.offset), error.reason);
-            decode_metadata(footer, bytes).map_err(relative)
+            decode_metadata(footer, bytes.as_slice()).map_err(relative)
         })?;
         assert_eq!(metadata.footer, footer, "metadata decoded from the footer it was given");
         Ok(Self { file, file_number, file_size_bytes, cache, metadata, counters })
@@ -289,7 +289,9 @@ impl<F: env::File> Table<F> {
             return Ok(block);
         }
         let block = read_verified(&self.file, &self.counters, entry.offset, entry.size_bytes as usize, |bytes| {
-            let block = decode_block(bytes)?;
+            // The buffer becomes the block (no copy); a failed attempt's buffer is dropped and the next re-read
+            // allocates a fresh one.
+            let block = decode_block_owned(std::mem::take(bytes))?;
             check_block_against_index(&block, entry)?;
             Ok(block)
         })?;
@@ -311,23 +313,25 @@ impl<F: env::File> Table<F> {
 }
 
 /// Read `size_bytes` at `offset` and decode them, re-reading up to [`READ_RETRIES_MAX`] times while the decoder
-/// fails (a transient read corruption heals on a re-read; damage on the media does not).
+/// fails (a transient read corruption heals on a re-read; damage on the media does not). The decoder may take the
+/// buffer it is given (leaving it empty): a re-read refills a buffer of the right size either way.
 fn read_verified<F: env::File, T>(
     file: &F,
     counters: &Counters,
     offset: u64,
     size_bytes: usize,
-    decode: impl Fn(&[u8]) -> Result<T, DecodeError>,
+    mut decode: impl FnMut(&mut Vec<u8>) -> Result<T, DecodeError>,
 ) -> Result<T, Error> {
-    let mut buffer = vec![0u8; size_bytes];
+    let mut buffer = Vec::new();
     let mut last_error = None;
     for attempt in 0..=READ_RETRIES_MAX {
         if attempt > 0 {
             bump(&counters.read_retries);
         }
+        buffer.resize(size_bytes, 0);
         file.read_exact_at(offset, &mut buffer)?;
         bump(&counters.block_reads);
-        match decode(&buffer) {
+        match decode(&mut buffer) {
             Ok(value) => return Ok(value),
             Err(error) => last_error = Some(error),
         }
