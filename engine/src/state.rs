@@ -18,7 +18,7 @@ use crate::ssi::ConflictTracker;
 use crate::sstable::BlockCache;
 use crate::types::Sequence;
 use crate::version::Version;
-use crate::view::{ClosedFlag, ReadView};
+use crate::view::{ClosedFlag, ReadView, ViewSources};
 use crate::wal::{Batch, WalWriter};
 
 /// A commit appended to the log and not yet acknowledged.
@@ -151,22 +151,32 @@ impl Registry {
 /// The read side, under the view lock: what a [`ReadView`] copies. Never held across IO.
 #[derive(Debug)]
 pub(crate) struct Published<F: env::File> {
-    memtable: Arc<Memtable>,
-    /// Newest first.
-    immutables: Vec<Arc<Memtable>>,
-    version: Arc<Version<F>>,
+    sources: Arc<ViewSources<F>>,
     last_sequence: Sequence,
 }
 
 impl<F: env::File> Published<F> {
-    fn of<E: Env<File = F>>(state: &State<E>) -> Self {
-        Self {
-            memtable: Arc::clone(&state.memtable),
-            immutables: state.immutables.iter().rev().map(|immutable| Arc::clone(&immutable.memtable)).collect(),
-            version: Arc::clone(&state.version),
-            last_sequence: state.last_sequence,
-        }
+    fn of<E: Env<File = F>>(state: &State<E>, closed: &ClosedFlag) -> Self {
+        Self { sources: Arc::new(sources_of(state, closed)), last_sequence: state.last_sequence }
     }
+}
+
+/// The writer's memtables and version as a reader's sources.
+fn sources_of<E: Env>(state: &State<E>, closed: &ClosedFlag) -> ViewSources<E::File> {
+    ViewSources {
+        memtable: Arc::clone(&state.memtable),
+        immutables: state.immutables.iter().rev().map(|immutable| Arc::clone(&immutable.memtable)).collect(),
+        version: Arc::clone(&state.version),
+        closed: closed.clone(),
+    }
+}
+
+/// Whether `sources` are the writer's memtables and version (the same objects, not equal copies).
+fn are_writers<E: Env>(sources: &ViewSources<E::File>, state: &State<E>) -> bool {
+    Arc::ptr_eq(&sources.memtable, &state.memtable)
+        && sources.immutables.len() == state.immutables.len()
+        && sources.immutables.iter().zip(state.immutables.iter().rev()).all(|(a, b)| Arc::ptr_eq(a, &b.memtable))
+        && Arc::ptr_eq(&sources.version, &state.version)
 }
 
 pub(crate) struct Inner<E: Env> {
@@ -194,7 +204,8 @@ impl<E: Env> Inner<E> {
         lock: E::Lock,
     ) -> Self {
         let registry = Registry::new(options.tracked_transactions_max, state.last_sequence);
-        let view = Published::of(&state);
+        let closed = ClosedFlag::default();
+        let view = Published::of(&state, &closed);
         Self {
             env,
             dir,
@@ -204,7 +215,7 @@ impl<E: Env> Inner<E> {
             registry: Mutex::new(registry),
             view: Mutex::new(view),
             poisoned: Mutex::new(None),
-            closed: ClosedFlag::default(),
+            closed,
             lock: Mutex::new(Some(lock)),
         }
     }
@@ -226,17 +237,18 @@ impl<E: Env> Inner<E> {
     /// Publish the writer's memtables, version and last sequence to readers. Under the writer lock (so
     /// publications happen in order), before the registry learns of a newer visible sequence.
     pub(crate) fn publish(&self, state: &State<E>) {
-        *self.published() = Published::of(state);
+        let mut published = self.published();
+        if !are_writers(&published.sources, state) {
+            published.sources = Arc::new(sources_of(state, &self.closed));
+        }
+        published.last_sequence = state.last_sequence;
     }
 
     /// Whether the published read side is the writer's (`Db::check_invariants`, after every simulator step): a
     /// change the writer forgot to publish would leave readers on stale memtables or a stale version.
     pub(crate) fn check_published(&self, state: &State<E>) -> std::result::Result<(), String> {
         let published = self.published();
-        let same_memtables = Arc::ptr_eq(&published.memtable, &state.memtable)
-            && published.immutables.len() == state.immutables.len()
-            && published.immutables.iter().zip(state.immutables.iter().rev()).all(|(a, b)| Arc::ptr_eq(a, &b.memtable));
-        if !same_memtables || !Arc::ptr_eq(&published.version, &state.version) {
+        if !are_writers(&published.sources, state) {
             return Err("the published read view's memtables or version are not the writer's".into());
         }
         if published.last_sequence != state.last_sequence {
@@ -250,13 +262,7 @@ impl<E: Env> Inner<E> {
     pub(crate) fn read_view(&self) -> Result<ReadView<E::File>> {
         self.check_open()?;
         let published = self.published();
-        Ok(ReadView {
-            memtable: Arc::clone(&published.memtable),
-            immutables: published.immutables.clone(),
-            version: Arc::clone(&published.version),
-            last_sequence: published.last_sequence,
-            closed: self.closed.clone(),
-        })
+        Ok(ReadView::new(Arc::clone(&published.sources), published.last_sequence))
     }
 
     /// The last acknowledged sequence readers see.

@@ -26,21 +26,44 @@ impl ClosedFlag {
 }
 
 /// The sources a read merges, newest first: the active memtable, the memtables waiting for a flush, the tables.
+/// Shared by every read view taken between two changes of them (a flush, a rotation, a compaction): a read takes
+/// one `Arc` clone, not one per part (ADR-0089).
 #[derive(Debug)]
-pub(crate) struct ReadView<F: env::File> {
+pub(crate) struct ViewSources<F: env::File> {
     pub(crate) memtable: Arc<Memtable>,
     /// Newest first. Empty (no allocation) unless memtables wait for a flush (ADR-0065).
     pub(crate) immutables: Vec<Arc<Memtable>>,
     pub(crate) version: Arc<Version<F>>,
-    /// The last acknowledged (visible) sequence when the view was taken.
-    pub(crate) last_sequence: Sequence,
     pub(crate) closed: ClosedFlag,
 }
 
-impl<F: env::File> ReadView<F> {
+impl<F: env::File> ViewSources<F> {
     /// The memtables, newest first.
     pub(crate) fn memtables(&self) -> impl Iterator<Item = &Arc<Memtable>> {
         std::iter::once(&self.memtable).chain(&self.immutables)
+    }
+}
+
+/// What a reader needs: the sources as of one moment, and the last acknowledged sequence then. Derefs to its
+/// [`ViewSources`].
+#[derive(Debug)]
+pub(crate) struct ReadView<F: env::File> {
+    sources: Arc<ViewSources<F>>,
+    /// The last acknowledged (visible) sequence when the view was taken.
+    pub(crate) last_sequence: Sequence,
+}
+
+impl<F: env::File> std::ops::Deref for ReadView<F> {
+    type Target = ViewSources<F>;
+
+    fn deref(&self) -> &ViewSources<F> {
+        &self.sources
+    }
+}
+
+impl<F: env::File> ReadView<F> {
+    pub(crate) fn new(sources: Arc<ViewSources<F>>, last_sequence: Sequence) -> Self {
+        Self { sources, last_sequence }
     }
 
     /// The value of `key` as of `snapshot`: the newest memtable first, then the tables (ADR-0013).

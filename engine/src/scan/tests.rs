@@ -15,7 +15,7 @@ use crate::memtable::Memtable;
 use crate::sstable::{BlockCache, Table, TableBuilder, TableOptions};
 use crate::types::{Entry, InternalKey, ValueKind};
 use crate::version::{LiveTable, Version};
-use crate::view::ClosedFlag;
+use crate::view::{ClosedFlag, ViewSources};
 
 /// One write: a key from a small alphabet (so versions collide), a put (`Some`) or a delete.
 type Write = (Vec<u8>, Option<Vec<u8>>);
@@ -110,13 +110,13 @@ fn view(env: &SimEnv, writes: &[Write], cuts: [usize; 5]) -> ReadView<SimFile> {
     };
     let version = Version { levels };
     version.check(entries.len() as Sequence).expect("a valid version");
-    ReadView {
+    let sources = ViewSources {
         memtable: memtable_of(part(5)),
         immutables: vec![memtable_of(part(4))],
         version: Arc::new(version),
-        last_sequence: entries.len() as Sequence,
         closed: ClosedFlag::default(),
-    }
+    };
+    ReadView::new(Arc::new(sources), entries.len() as Sequence)
 }
 
 /// The model: the rows visible at `snapshot` in `range`, with `own` writes applied.

@@ -352,8 +352,14 @@ impl Block {
             // previous one did, the same way; otherwise its first `shared` bytes equal `user_key`'s.
             if shared <= matched {
                 let rest = &user_key[shared..];
-                matched = shared + delta.iter().zip(rest).take_while(|(left, right)| left == right).count();
-                order = delta.cmp(rest);
+                let common = delta.iter().zip(rest).take_while(|(left, right)| left == right).count();
+                matched = shared + common;
+                // The first differing byte decides, else the shorter is first: `delta.cmp(rest)` without a call.
+                order = match (delta.get(common), rest.get(common)) {
+                    (Some(left), Some(right)) => left.cmp(right),
+                    _ => delta.len().cmp(&rest.len()),
+                };
+                debug_assert_eq!(order, delta.cmp(rest), "the first differing byte orders the keys");
             }
             key_size_bytes = shared + delta.len();
             offset = parsed.next_offset;
