@@ -200,4 +200,3 @@ fn recovery_two_names_for_one_log_number() {
     let env = directory(&[("MANIFEST", &manifest()), ("wal-000002.log", &segment), ("wal-2.log", b"")]);
     let _ = Db::open(env, crate::image::DIR, Options::default());
 }
-

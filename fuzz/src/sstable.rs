@@ -5,8 +5,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use engine::sstable::{
-    BlockCache, BlockCursor, Table, decode_block, decode_bloom, decode_footer, decode_index, decode_learned_index,
-    decode_meta, decode_table,
+    BlockCache, BlockCursor, Table, decode_block, decode_block_owned, decode_bloom, decode_footer, decode_index,
+    decode_learned_index, decode_meta, decode_table,
 };
 use engine::{Entry, Lookup, ValueKind};
 use env::{Env, File, OpenOptions, SimEnv};
@@ -32,7 +32,9 @@ pub fn check(data: &[u8]) {
 
 fn check_blocks(data: &[u8], seal: bool) {
     let input = |tag: u8| if seal { sealed(tag, data) } else { data.to_vec() };
-    if let Ok(block) = decode_block(&input(TAG_DATA)) {
+    let block = decode_block(&input(TAG_DATA));
+    assert_eq!(decode_block_owned(input(TAG_DATA)), block, "decoding in place and by copy disagree");
+    if let Ok(block) = block {
         let count = block.entry_count();
         let (first, last) = (block.first_key().clone(), block.last_key().clone());
         let entries: Vec<Entry> = BlockCursor::new(Arc::new(block)).collect();

@@ -37,8 +37,8 @@
 //! key's bytes after the table's shared prefix ([`KeyDomain`]), a binary search of the window `[p - ε - 1,
 //! p + ε + 1]` of the index finds the first block whose last internal key is `>= (user_key, snapshot)` (falling
 //! back to the whole index when the window does not bracket it; cross-checked against a plain binary search
-//! when [`crate::EXPENSIVE_CHECKS`]) → the block (from the cache, else read and verified, re-read up to
-//! [`READ_RETRIES_MAX`] times on a checksum mismatch) → binary search of its restart points, then a scan that
+//! when [`crate::EXPENSIVE_CHECKS`]) → the block (from the cache, else read, verified whole and kept as the bytes
+//! read, re-read up to [`READ_RETRIES_MAX`] times on a checksum mismatch; ADR-0089) → binary search of its restart points, then a scan that
 //! compares prefix-compressed keys without rebuilding them ([`Block::get_value`]). Searching by internal key
 //! finds the newest visible version even when a user key's versions span two blocks.
 
@@ -55,7 +55,7 @@ mod table;
 #[cfg(test)]
 mod tests;
 
-pub use block::{BLOCK_SIZE_BYTES_MAX, Block, BlockCursor, decode_block};
+pub use block::{BLOCK_SIZE_BYTES_MAX, Block, BlockCursor, decode_block, decode_block_owned};
 pub use bloom::{BLOOM_BITS_PER_KEY_MAX, BloomFilter, decode_bloom};
 pub use builder::TableBuilder;
 pub use cache::BlockCache;
