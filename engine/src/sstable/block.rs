@@ -306,12 +306,7 @@ impl Block {
     /// The first entry whose internal key is `>= (user_key, sequence)`, its key left in `key` (one buffer for
     /// the whole search: no allocation per probe or per scanned entry once it has grown to the key size).
     fn seek_entry(&self, user_key: &[u8], sequence: Sequence, key: &mut Vec<u8>) -> Option<ParsedEntry> {
-        let restart_index = partition_point(self.restart_count, |index| {
-            let key_sequence = self.restart_key_into(index, key);
-            compare_internal(key, key_sequence, user_key, sequence) == Ordering::Less
-        })
-        .saturating_sub(1);
-        let mut offset = self.restart_offset(restart_index);
+        let mut offset = self.restart_offset(self.restart_at_or_before(user_key, sequence));
         key.clear();
         let mut scanned = 0usize;
         while offset < self.entries().len() {
@@ -332,12 +327,7 @@ impl Block {
     /// compared with `user_key` from the previous comparison, ADR-0065). The block must hold an entry
     /// `>= (user_key, sequence)` (the index chose it for that): panics otherwise.
     pub fn get_value(&self, user_key: &[u8], sequence: Sequence) -> Option<(ValueKind, &[u8])> {
-        let restart_index = partition_point(self.restart_count, |index| {
-            let (key, key_sequence) = self.restart_key(index);
-            compare_internal(key, key_sequence, user_key, sequence) == Ordering::Less
-        })
-        .saturating_sub(1);
-        let mut offset = self.restart_offset(restart_index);
+        let mut offset = self.restart_offset(self.restart_at_or_before(user_key, sequence));
         // The previous entry's key: its order against `user_key`, how many leading bytes the two share, its size.
         let (mut order, mut matched, mut key_size_bytes) = (Ordering::Equal, 0usize, 0usize);
         for _ in 0..BLOCK_ENTRIES_MAX {
@@ -386,12 +376,14 @@ impl Block {
         (&self.entries()[parsed.delta_start..parsed.delta_end], parsed.sequence)
     }
 
-    /// The full key at restart point `index`, into `key`; returns its sequence.
-    fn restart_key_into(&self, index: usize, key: &mut Vec<u8>) -> Sequence {
-        let (restart_key, sequence) = self.restart_key(index);
-        key.clear();
-        key.extend_from_slice(restart_key);
-        sequence
+    /// The last restart point whose key is `< (user_key, sequence)` (0 if none is): where a search for the first
+    /// entry `>= (user_key, sequence)` starts. A binary search comparing the restart keys in place.
+    fn restart_at_or_before(&self, user_key: &[u8], sequence: Sequence) -> usize {
+        partition_point(self.restart_count, |index| {
+            let (key, key_sequence) = self.restart_key(index);
+            compare_internal(key, key_sequence, user_key, sequence) == Ordering::Less
+        })
+        .saturating_sub(1)
     }
 }
 
@@ -591,9 +583,7 @@ mod tests {
         let block = Arc::new(decode_block(&build(&entries, 4)).unwrap());
         assert_eq!(block.restart_count, 10);
         for index in 0..block.restart_count {
-            let mut key = Vec::new();
-            block.restart_key_into(index, &mut key);
-            assert_eq!(key, entries[index * 4].key.user_key);
+            assert_eq!(block.restart_key(index).0, entries[index * 4].key.user_key);
         }
         assert_eq!(BlockCursor::seek(block.clone(), b"key0215", 0).next_entry(), Some(entries[22].clone()));
         assert_eq!(BlockCursor::seek(block, b"zzz", 0).next_entry(), None);
