@@ -2,12 +2,12 @@
 //!
 //! The blocks live in a slab of [`Node`]s linked into a doubly-linked recency list by slot index (head = most
 //! recently used, tail = next to evict); freed slots form a free list threaded through `next`, so a steady cache
-//! allocates nothing after warm-up. A map from key to slot finds a block: its hasher passes through a mix of the
-//! key computed once, outside the lock, by [`CacheKey::new`] (the same SplitMix64 finalizer that picks the shard),
-//! so no process-seeded state exists. Nothing iterates the map: eviction order is the list's order, a pure
-//! function of the sequence of calls.
+//! allocates nothing after warm-up. A map from key to slot finds a block: `env::DeterministicHashMap` (a fixed
+//! hasher, no process-seeded state) over a mix of the key computed once, outside the lock, by [`CacheKey::new`]
+//! (the same SplitMix64 finalizer that picks the shard). Nothing iterates the map: eviction order is the list's
+//! order, a pure function of the sequence of calls.
 
-use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use super::super::block::Block;
@@ -19,8 +19,8 @@ const NIL: Slot = Slot::MAX;
 /// The most blocks one shard holds (every slot index but [`NIL`]); an insert beyond it evicts as if over budget.
 pub(super) const SHARD_BLOCKS_MAX: usize = NIL as usize;
 
-/// A cached block's key, (file number, block offset), with its mix: the shard is `mix % shards` and the map's
-/// hash is `mix` rotated by 32 bits, so the bits that choose the shard do not choose the map bucket.
+/// A cached block's key, (file number, block offset), with its mix: the shard is `mix % shards`, and the map
+/// hashes the mix (one `u64`) rather than the two fields.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct CacheKey {
     pub(super) file_number: u64,
@@ -55,31 +55,13 @@ impl Eq for CacheKey {}
 
 impl Hash for CacheKey {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        state.write_u64(self.mix.rotate_left(32));
+        state.write_u64(self.mix);
     }
 }
 
-/// A hasher that returns the one `u64` it is given: [`CacheKey`]'s precomputed mix.
-#[derive(Debug, Default)]
-pub(super) struct MixHasher(u64);
-
-impl Hasher for MixHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, _bytes: &[u8]) {
-        unreachable!("MixHasher hashes only a CacheKey's precomputed mix (write_u64)");
-    }
-
-    fn write_u64(&mut self, value: u64) {
-        self.0 = value;
-    }
-}
-
-/// Key to slot. Looked up and updated, never iterated (ADR-0002): its order cannot shape eviction.
-#[expect(clippy::disallowed_types, reason = "a fixed pass-through hasher, never iterated (ADR-cache, ADR-0002)")]
-type SlotMap = std::collections::HashMap<CacheKey, Slot, BuildHasherDefault<MixHasher>>;
+/// Key to slot: the approved map with its fixed hasher (ADR-0002), looked up and updated, never iterated, so its
+/// order cannot shape eviction.
+type SlotMap = env::DeterministicHashMap<CacheKey, Slot>;
 
 /// A block a call pushed out, returned so that the caller drops it after releasing the shard's lock.
 pub(super) type Displaced = Vec<(CacheKey, Arc<Block>)>;
