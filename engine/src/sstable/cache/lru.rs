@@ -164,10 +164,10 @@ impl LruShard {
     /// Remove every block of `file_number`: one walk of the recency list (files are deleted rarely).
     pub(super) fn evict_file(&mut self, file_number: u64) -> Displaced {
         let mut displaced = Displaced::new();
-        let (mut slot, mut steps) = (self.head, 0usize);
+        let (mut slot, mut steps, steps_max) = (self.head, 0usize, self.linked_count);
         while slot != NIL {
             steps += 1;
-            assert!(steps <= SHARD_BLOCKS_MAX, "the recency list is longer than a shard's bound: a cycle");
+            assert!(steps <= steps_max, "the recency list is longer than its count: a cycle");
             let node = self.node(slot);
             let next = node.next;
             if node.key.file_number == file_number {
