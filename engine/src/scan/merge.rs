@@ -46,17 +46,34 @@ impl Ord for HeapItem {
 
 /// Merges sources (each in the merge's direction; sources listed newest first) into one order. An exact
 /// duplicate (same key and sequence) from an older source is skipped. Lazy: no source is read before the first
-/// `next`, and each `next` reads one entry from the source it popped.
+/// `next`, and each `next` reads the next entry of the source it returned from (and of a source whose duplicate it
+/// skips).
+///
+/// The first head in the merge's order (`current`) stays out of the heap (ADR-merge): while one source supplies a
+/// run of entries, each costs one comparison with the heap's top and no heap operation; a switch of source is one
+/// replace-top (one sift-down) instead of a pop and a push; with one source left the heap is empty and untouched.
+/// A duplicate can only come from another source (each source is strictly ordered), so only a switch of source
+/// compares the new head with the entry returned: no copy of the last key is kept.
 pub struct MergeIter<'a> {
     sources: Vec<EntrySource<'a>>,
+    /// The first of the sources' heads in the merge's order: the next entry to return.
+    current: Option<HeapItem>,
+    /// The other sources' heads.
     heap: BinaryHeap<HeapItem>,
     direction: Direction,
-    /// The last key returned: its user key (a buffer reused from row to row) and sequence.
-    last: Option<(Vec<u8>, Sequence)>,
+    /// Each source yields at most one version of a user key (a forward scan's sources): then `repeats_key` is known
+    /// without comparing keys within a source.
+    distinct_keys: bool,
+    /// `current` has the user key of the entry returned before it (meaningful with `distinct_keys`).
+    current_repeats: bool,
+    /// The entry returned last has the user key of the one before it (meaningful with `distinct_keys`).
+    returned_repeats: bool,
     primed: bool,
-    /// A refill's error, returned after the entry popped before it.
+    /// A refill's error, returned after the entry returned before it.
     pending: Option<Error>,
     failed: bool,
+    /// [`crate::EXPENSIVE_CHECKS`] builds: the last key returned, to check the order and `repeats_key`.
+    checked_last: Option<(Vec<u8>, Sequence)>,
 }
 
 impl<'a> MergeIter<'a> {
@@ -67,40 +84,113 @@ impl<'a> MergeIter<'a> {
 
     pub fn with_direction(sources: Vec<EntrySource<'a>>, direction: Direction) -> Self {
         assert!(sources.len() <= MERGE_SOURCES_MAX, "too many merge sources");
-        Self { sources, heap: BinaryHeap::new(), direction, last: None, primed: false, pending: None, failed: false }
+        Self {
+            sources,
+            current: None,
+            heap: BinaryHeap::new(),
+            direction,
+            distinct_keys: false,
+            current_repeats: false,
+            returned_repeats: false,
+            primed: false,
+            pending: None,
+            failed: false,
+            checked_last: None,
+        }
     }
 
-    fn refill(&mut self, source: usize) -> Result<()> {
-        if let Some(next) = self.sources[source].next() {
-            self.heap.push(HeapItem { entry: next?, source, direction: self.direction });
+    /// A merge of sources each of which yields at most one version of a user key (asserted in
+    /// [`crate::EXPENSIVE_CHECKS`] builds), so [`Self::repeats_key`] is known.
+    pub(crate) fn with_distinct_keys(sources: Vec<EntrySource<'a>>, direction: Direction) -> Self {
+        Self { distinct_keys: true, ..Self::with_direction(sources, direction) }
+    }
+
+    /// The entry returned last has the same user key as the entry returned before it. Only for a merge made by
+    /// [`Self::with_distinct_keys`] (a panic otherwise: the merge does not compare keys within a source).
+    pub(crate) fn repeats_key(&self) -> bool {
+        assert!(self.distinct_keys, "repeats_key needs sources of distinct keys");
+        self.returned_repeats
+    }
+
+    /// The next entry of `source` as a heap item; an error is kept in `pending`.
+    fn read(&mut self, source: usize) -> Option<HeapItem> {
+        match self.sources[source].next()? {
+            Ok(entry) => Some(HeapItem { entry, source, direction: self.direction }),
+            Err(error) => {
+                self.pending = Some(error);
+                None
+            }
         }
-        Ok(())
     }
 
     fn prime(&mut self) -> Result<()> {
         self.primed = true;
         for source in 0..self.sources.len() {
-            self.refill(source)?;
+            if let Some(item) = self.read(source) {
+                self.heap.push(item);
+            }
+            if let Some(error) = self.pending.take() {
+                return Err(error);
+            }
         }
+        self.current = self.heap.pop();
         Ok(())
     }
 
-    /// Remember `entry` as the last returned; false if it repeats the last one (a duplicate to skip).
-    fn advance_last(&mut self, entry: &Entry) -> bool {
-        let (user_key, sequence) = (entry.key.user_key.as_slice(), entry.key.sequence);
-        let Some(last) = &mut self.last else {
-            self.last = Some((user_key.to_vec(), sequence));
-            return true;
-        };
-        let order = self.direction.orient(compare_internal(&last.0, last.1, user_key, sequence));
-        if order == Ordering::Equal {
-            return false;
+    /// `returned` (the old `current`) is being returned: read the next entry of its source and make the first head
+    /// `current`, skipping the duplicates of `returned` older sources hold. Compares keys only on a switch of
+    /// source.
+    fn advance(&mut self, returned: &HeapItem) {
+        let mut from = returned.source;
+        // Each round but the last skips one duplicate, at most one per other source.
+        for _ in 0..=self.sources.len() {
+            let next = self.read(from);
+            if self.pending.is_some() {
+                return;
+            }
+            let candidate = match next {
+                Some(item) => match self.heap.peek_mut() {
+                    // The heap's greatest comes first: the top precedes the new head, which takes its place.
+                    Some(mut top) if *top > item => std::mem::replace(&mut *top, item),
+                    _ => item,
+                },
+                None => match self.heap.pop() {
+                    Some(top) => top,
+                    None => return,
+                },
+            };
+            if candidate.source == returned.source {
+                // The same source: strictly after `returned`, and (distinct keys) another user key.
+                self.current_repeats = false;
+                self.current = Some(candidate);
+                return;
+            }
+            let (last, next) = (&returned.entry.key, &candidate.entry.key);
+            let keys = last.user_key.as_slice().cmp(next.user_key.as_slice());
+            let order = self.direction.orient(keys.then(next.sequence.cmp(&last.sequence)));
+            assert!(order.is_le(), "merge produced keys out of order");
+            if order.is_lt() {
+                self.current_repeats = keys.is_eq();
+                self.current = Some(candidate);
+                return;
+            }
+            // An exact duplicate from an older source: skip it and read that source on.
+            from = candidate.source;
         }
-        assert_eq!(order, Ordering::Less, "merge produced keys out of order");
-        last.0.clear();
-        last.0.extend_from_slice(user_key);
-        last.1 = sequence;
-        true
+        unreachable!("a merge skipped more duplicates than it has sources")
+    }
+
+    /// [`crate::EXPENSIVE_CHECKS`] builds: `entry` follows the last one returned, and `repeats_key` is right.
+    fn check(&mut self, entry: &Entry) {
+        let (user_key, sequence) = (entry.key.user_key.as_slice(), entry.key.sequence);
+        if let Some((last, last_sequence)) = &self.checked_last {
+            let order = self.direction.orient(compare_internal(last, *last_sequence, user_key, sequence));
+            assert_eq!(order, Ordering::Less, "merge produced keys out of order or a duplicate");
+            if self.distinct_keys {
+                assert_eq!(self.returned_repeats, last.as_slice() == user_key, "a source repeated a user key");
+            }
+        }
+        self.checked_last = Some((user_key.to_vec(), sequence));
     }
 }
 
@@ -122,19 +212,13 @@ impl Iterator for MergeIter<'_> {
             self.failed = true;
             return Some(Err(error));
         }
-        loop {
-            let item = self.heap.pop()?;
-            if let Err(error) = self.refill(item.source) {
-                self.pending = Some(error);
-            }
-            if self.advance_last(&item.entry) {
-                return Some(Ok(item.entry));
-            }
-            if let Some(error) = self.pending.take() {
-                self.failed = true;
-                return Some(Err(error));
-            }
+        let item = self.current.take()?;
+        self.returned_repeats = std::mem::take(&mut self.current_repeats);
+        self.advance(&item);
+        if crate::EXPENSIVE_CHECKS {
+            self.check(&item.entry);
         }
+        Some(Ok(item.entry))
     }
 }
 

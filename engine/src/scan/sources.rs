@@ -260,20 +260,33 @@ const SKIPS_BEFORE_SEEK: usize = 16;
 impl<F: File> Iterator for TableCursor<F> {
     type Item = Result<Entry>;
 
-    /// A block may hold nothing the scan can return (versions above the snapshot, older versions of a key): the
-    /// table's block count bounds the blocks read for one entry, plus one seek past a key's versions.
+    /// The common case, an entry of the current block, is the short path; else [`TableCursor::next_block_entry`].
     fn next(&mut self) -> Option<Result<Entry>> {
+        if self.ended {
+            return None;
+        }
+        match self.buffered() {
+            Some(entry) => self.within_bound(entry).map(Ok),
+            None => self.next_block_entry(),
+        }
+    }
+}
+
+impl<F: File> TableCursor<F> {
+    /// `entry`, unless it lies past the bound (then the cursor ends).
+    fn within_bound(&mut self, entry: Entry) -> Option<Entry> {
+        if past_bound(&self.bounds, self.direction, &entry.key.user_key) {
+            self.ended = true;
+            return None;
+        }
+        Some(entry)
+    }
+
+    /// The current block is used up: read blocks until one holds an entry. A block may hold nothing the scan can
+    /// return (versions above the snapshot, older versions of a key): the table's block count bounds the blocks
+    /// read for one entry, plus one seek past a key's versions.
+    fn next_block_entry(&mut self) -> Option<Result<Entry>> {
         for _ in 0..self.live.table.data_block_count() + 2 {
-            if self.ended {
-                return None;
-            }
-            if let Some(entry) = self.buffered() {
-                if past_bound(&self.bounds, self.direction, &entry.key.user_key) {
-                    self.ended = true;
-                    return None;
-                }
-                return Some(Ok(entry));
-            }
             let first = self.next_block.is_none();
             let Some(block) = self.take_block() else {
                 self.ended = true;
@@ -282,6 +295,9 @@ impl<F: File> Iterator for TableCursor<F> {
             if let Err(error) = self.load(block, first) {
                 self.ended = true;
                 return Some(Err(error));
+            }
+            if let Some(entry) = self.buffered() {
+                return self.within_bound(entry).map(Ok);
             }
         }
         unreachable!("a table cursor read more blocks than its table has")
@@ -350,12 +366,16 @@ impl<F: File> Iterator for LevelCursor<F> {
     /// A table overlapping the range holds an entry in it unless the range falls in a gap between two of its
     /// keys, and then no other table of the level overlaps: the loop ends by the second table; the level's table
     /// count bounds it.
+    /// The common case, an entry of the open table, is the short path.
     fn next(&mut self) -> Option<Result<Entry>> {
-        for _ in 0..=self.version.levels[self.level].len() {
-            if let Some(item) = self.current.as_mut().and_then(Iterator::next) {
+        if let Some(item) = self.current.as_mut().and_then(Iterator::next) {
+            return Some(item);
+        }
+        for _ in 0..self.version.levels[self.level].len() {
+            let opened = self.open_next()?;
+            if let Some(item) = self.current.insert(opened).next() {
                 return Some(item);
             }
-            self.current = Some(self.open_next()?);
         }
         None
     }
