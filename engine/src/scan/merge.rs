@@ -224,10 +224,12 @@ impl Iterator for MergeIter<'_> {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::{Just, Strategy, any};
+
     use super::*;
     use crate::types::{InternalKey, ValueKind};
 
-    fn entry(key: &str, sequence: u64) -> Result<Entry> {
+    fn entry_of(key: &str, sequence: u64) -> Result<Entry> {
         let value = format!("{key}@{sequence}").into_bytes();
         Ok(Entry { key: InternalKey::new(key.as_bytes(), sequence), kind: ValueKind::Put, value })
     }
@@ -244,8 +246,8 @@ mod tests {
 
     #[test]
     fn merge_orders_and_skips_duplicates_both_ways() {
-        let newer = vec![entry("a", 5), entry("c", 6)];
-        let older = vec![entry("a", 5), entry("a", 3), entry("b", 1)];
+        let newer = vec![entry_of("a", 5), entry_of("c", 6)];
+        let older = vec![entry_of("a", 5), entry_of("a", 3), entry_of("b", 1)];
         let forward = vec![("a".into(), 5), ("a".into(), 3), ("b".into(), 1), ("c".into(), 6)];
         assert_eq!(merged(Direction::Forward, newer.clone(), older.clone()), forward);
         let reverse_of = |entries: Vec<Result<Entry>>| entries.into_iter().rev().collect::<Vec<_>>();
@@ -255,10 +257,120 @@ mod tests {
 
     #[test]
     fn an_error_ends_the_merge() {
-        let failing: Vec<Result<Entry>> = vec![entry("a", 1), Err(Error::Closed { reason: "test".into() })];
+        let failing: Vec<Result<Entry>> = vec![entry_of("a", 1), Err(Error::Closed { reason: "test".into() })];
         let sources: Vec<EntrySource<'_>> =
-            vec![Box::new(failing.into_iter()), Box::new(vec![entry("b", 2)].into_iter())];
+            vec![Box::new(failing.into_iter()), Box::new(vec![entry_of("b", 2)].into_iter())];
         let results: Vec<bool> = MergeIter::new(sources).map(|item| item.is_ok()).collect();
         assert_eq!(results, vec![true, false], "the entry before the error, the error, nothing after it");
+    }
+
+    /// A source: its versions `(user key, sequence)` in internal-key order, and an error after `fail_at` of them.
+    type ModelSource = (Vec<(u8, u64)>, Option<usize>);
+
+    fn oriented(direction: Direction, versions: &[(u8, u64)]) -> Vec<(u8, u64)> {
+        let mut versions = versions.to_vec();
+        versions.sort_by(|a, b| direction.orient(compare_internal(&[a.0], a.1, &[b.0], b.1)));
+        versions
+    }
+
+    /// The model: every version of every source (up to its error) ordered by key in `direction` then source,
+    /// exact duplicates dropped; it stops after the last entry before the first error met, where an error is met
+    /// once the version before it was reached (at the start when a source fails before its first version; sources
+    /// are read in order at the start).
+    fn model(direction: Direction, sources: &[ModelSource]) -> Vec<Option<(u8, u64)>> {
+        if sources.iter().any(|(_, fail_at)| *fail_at == Some(0)) {
+            return vec![None];
+        }
+        let mut all: Vec<(usize, usize, (u8, u64))> = Vec::new();
+        for (source, (versions, fail_at)) in sources.iter().enumerate() {
+            let versions = oriented(direction, versions);
+            let kept = fail_at.map_or(versions.len(), |at| at.min(versions.len()));
+            all.extend(versions[..kept].iter().enumerate().map(|(index, version)| (source, index, *version)));
+        }
+        all.sort_by(|a, b| {
+            let order = compare_internal(&[a.2.0], a.2.1, &[b.2.0], b.2.1);
+            direction.orient(order).then(a.0.cmp(&b.0))
+        });
+        let mut out: Vec<Option<(u8, u64)>> = Vec::new();
+        for (source, index, version) in all {
+            if out.last() != Some(&Some(version)) {
+                out.push(Some(version));
+            }
+            if sources[source].1 == Some(index + 1) {
+                out.push(None);
+                break;
+            }
+        }
+        out
+    }
+
+    fn run(direction: Direction, sources: &[ModelSource], distinct_keys: bool) -> Vec<Option<(u8, u64)>> {
+        let boxed: Vec<EntrySource<'_>> = sources
+            .iter()
+            .map(|(versions, fail_at)| {
+                let mut items: Vec<Result<Entry>> =
+                    oriented(direction, versions).iter().map(|&(key, sequence)| entry(&[key], sequence)).collect();
+                if let Some(at) = *fail_at {
+                    items.truncate(at);
+                    items.push(Err(Error::Closed { reason: "test".into() }));
+                }
+                Box::new(items.into_iter()) as EntrySource<'_>
+            })
+            .collect();
+        let mut merge = if distinct_keys {
+            MergeIter::with_distinct_keys(boxed, direction)
+        } else {
+            MergeIter::with_direction(boxed, direction)
+        };
+        let mut out: Vec<Option<(u8, u64)>> = Vec::new();
+        while let Some(item) = merge.next() {
+            let Ok(entry) = item else {
+                out.push(None);
+                continue;
+            };
+            let version = (entry.key.user_key[0], entry.key.sequence);
+            if distinct_keys {
+                let repeats = matches!(out.last(), Some(Some((key, _))) if *key == version.0);
+                assert_eq!(merge.repeats_key(), repeats, "repeats_key after {version:?}");
+            }
+            out.push(Some(version));
+        }
+        out
+    }
+
+    fn entry(key: &[u8], sequence: u64) -> Result<Entry> {
+        Ok(Entry { key: InternalKey::new(key, sequence), kind: ValueKind::Put, value: vec![key[0]] })
+    }
+
+    fn source(distinct_keys: bool) -> impl Strategy<Value = ModelSource> {
+        // Few keys and sequences: sources share versions (exact duplicates) and keys; runs from one source.
+        let versions = if distinct_keys {
+            proptest::collection::btree_map(0u8..24, 0u64..4, 0..16).prop_map(|map| map.into_iter().collect()).boxed()
+        } else {
+            proptest::collection::btree_set((0u8..24, 0u64..4), 0..24).prop_map(|set| set.into_iter().collect()).boxed()
+        };
+        let fail_at = proptest::option::weighted(0.15, 0usize..20);
+        (versions, fail_at).prop_map(|(versions, fail_at): (Vec<(u8, u64)>, Option<usize>)| {
+            let fail_at = fail_at.map(|at| at.min(versions.len()));
+            (versions, fail_at)
+        })
+    }
+
+    fn merge_case() -> impl Strategy<Value = (bool, bool, Vec<ModelSource>)> {
+        (any::<bool>(), any::<bool>()).prop_flat_map(|(forward, distinct_keys)| {
+            (Just(forward), Just(distinct_keys), proptest::collection::vec(source(distinct_keys), 0..6))
+        })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+        /// One source, sources that interleave or run, exact duplicates across sources, errors, both directions:
+        /// the merge (its first head kept out of the heap) equals the model, and `repeats_key` is right.
+        #[test]
+        fn the_merge_matches_the_model((forward, distinct_keys, sources) in merge_case()) {
+            let direction = if forward { Direction::Forward } else { Direction::Reverse };
+            proptest::prop_assert_eq!(run(direction, &sources, distinct_keys), model(direction, &sources));
+        }
     }
 }
