@@ -4,6 +4,7 @@
 use std::collections::btree_map;
 
 use super::merge::{Direction, MergeIter};
+use super::same_key;
 use crate::error::Result;
 use crate::types::TRANSACTION_WRITES_MAX;
 use crate::types::{Entry, Sequence, ValueKind};
@@ -70,7 +71,7 @@ impl<'a> VisibleRows<'a> {
                 match self.pull() {
                     None => break,
                     Some(Err(error)) => return Some(Err(error)),
-                    Some(Ok(entry)) if entry.key.user_key != best.key.user_key => {
+                    Some(Ok(entry)) if !same_key(&entry.key.user_key, &best.key.user_key) => {
                         self.peeked = Some(entry);
                         break;
                     }

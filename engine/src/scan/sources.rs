@@ -8,6 +8,7 @@ use std::sync::Arc;
 use env::File;
 
 use super::merge::{Direction, EntrySource};
+use super::same_key;
 use crate::error::Result;
 use crate::memtable::Memtable;
 use crate::ssi::KeyRange;
@@ -204,9 +205,8 @@ impl<F: File> TableCursor<F> {
                 // Per user key, its newest version at or below the snapshot in this block (entries come newest first).
                 let (mut kept, mut has_kept) = (Vec::new(), false);
                 let mut keep = |key: &[u8], sequence: Sequence| {
-                    let wanted = sequence <= snapshot
-                        && end.is_none_or(|end| key < end)
-                        && !(has_kept && kept.as_slice() == key);
+                    let wanted =
+                        sequence <= snapshot && end.is_none_or(|end| key < end) && !(has_kept && same_key(&kept, key));
                     if wanted {
                         kept.clear();
                         kept.extend_from_slice(key);
@@ -252,12 +252,6 @@ impl<F: File> TableCursor<F> {
             Direction::Reverse => self.backward.pop(),
         }
     }
-}
-
-/// `a == b`, the last bytes compared first: neighbouring keys mostly differ at their end (a shared prefix, a
-/// counter), so most unequal keys are told apart without a call to `memcmp`.
-fn same_key(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.last() == b.last() && a == b
 }
 
 /// Versions of one key a forward table cursor passes over before it seeks past the key instead.

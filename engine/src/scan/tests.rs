@@ -245,3 +245,10 @@ fn a_hot_key_s_older_versions_are_skipped_by_a_seek_not_read() {
     // The 16 versions passed over before the seek span a few of these tiny blocks; then one seek to `b`.
     assert!(blocks > 100 && read <= 10, "read {read} of {blocks} blocks");
 }
+
+#[test]
+fn same_key_compares_the_last_byte_first_and_then_all() {
+    assert!(same_key(b"user0001", b"user0001") && same_key(b"", b""));
+    assert!(!same_key(b"user0001", b"user0002") && !same_key(b"auser001", b"buser001"));
+    assert!(!same_key(b"user", b"user0") && !same_key(b"", b"a"));
+}
