@@ -128,6 +128,9 @@ pub(crate) struct TableCursor<F: File> {
     forward: Option<BlockCursor>,
     /// Reverse: the current block's entries not yet returned, popped from the back.
     backward: Vec<Entry>,
+    /// The current block lies wholly inside the bound in the direction (by the index's key range): its entries
+    /// need no `past_bound` check each.
+    block_inside: bool,
     ended: bool,
 }
 
@@ -151,6 +154,7 @@ impl<F: File> TableCursor<F> {
             next_block: None,
             forward: None,
             backward,
+            block_inside: false,
             ended: false,
         }
     }
@@ -182,6 +186,8 @@ impl<F: File> TableCursor<F> {
         if past_bound(&self.bounds, self.direction, edge) {
             return None;
         }
+        let far_edge = if self.direction == Direction::Forward { last_key } else { first_key };
+        self.block_inside = !past_bound(&self.bounds, self.direction, far_edge);
         self.next_block = Some(if self.direction == Direction::Forward { block + 1 } else { block });
         Some(block)
     }
@@ -275,7 +281,7 @@ impl<F: File> Iterator for TableCursor<F> {
 impl<F: File> TableCursor<F> {
     /// `entry`, unless it lies past the bound (then the cursor ends).
     fn within_bound(&mut self, entry: Entry) -> Option<Entry> {
-        if past_bound(&self.bounds, self.direction, &entry.key.user_key) {
+        if !self.block_inside && past_bound(&self.bounds, self.direction, &entry.key.user_key) {
             self.ended = true;
             return None;
         }
