@@ -5,7 +5,7 @@ use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
 use crate::error::{Error, Result};
-use crate::types::{Entry, Sequence, compare_internal};
+use crate::types::{Entry, InternalKey, Sequence, compare_internal};
 
 /// The most sources one merge may combine.
 pub const MERGE_SOURCES_MAX: usize = 4096;
@@ -46,19 +46,19 @@ impl Ord for HeapItem {
 
 /// Merges sources (each in the merge's direction; sources listed newest first) into one order. An exact
 /// duplicate (same key and sequence) from an older source is skipped. Lazy: no source is read before the first
-/// `next`, and each `next` reads the next entry of the source it returned from (and of a source whose duplicate it
-/// skips).
+/// `next`, and each `next` reads on the source of the entry the previous `next` returned (a `take(n)` reads no
+/// entry past the n-th of its source), plus a source whose duplicate it skips.
 ///
 /// The first head in the merge's order (`current`) stays out of the heap (ADR-merge): while one source supplies a
 /// run of entries, each costs one comparison with the heap's top and no heap operation; a switch of source is one
 /// replace-top (one sift-down) instead of a pop and a push; with one source left the heap is empty and untouched.
-/// A duplicate can only come from another source (each source is strictly ordered), so only a switch of source
-/// compares the new head with the entry returned: no copy of the last key is kept.
+/// A duplicate can only come from another source (each source is strictly ordered): it is the heap's top when it
+/// meets `current`, found by the comparison that orders them, so no copy of the last key is kept.
 pub struct MergeIter<'a> {
     sources: Vec<EntrySource<'a>>,
     /// The first of the sources' heads in the merge's order: the next entry to return.
     current: Option<HeapItem>,
-    /// The other sources' heads.
+    /// The other sources' heads; its top is never an exact duplicate of `current`.
     heap: BinaryHeap<HeapItem>,
     direction: Direction,
     /// Each source yields at most one version of a user key (a forward scan's sources): then `repeats_key` is known
@@ -66,14 +66,24 @@ pub struct MergeIter<'a> {
     distinct_keys: bool,
     /// `current` has the user key of the entry returned before it (meaningful with `distinct_keys`).
     current_repeats: bool,
+    /// The heap's top has the user key of `current` (what `current_repeats` becomes when the top is next).
+    top_repeats: bool,
     /// The entry returned last has the user key of the one before it (meaningful with `distinct_keys`).
     returned_repeats: bool,
+    /// The source of the entry returned last: read on at the next `next`.
+    refill: Option<usize>,
     primed: bool,
-    /// A refill's error, returned after the entry returned before it.
+    /// A source's error: returned after `current` (or at once when there is none).
     pending: Option<Error>,
     failed: bool,
     /// [`crate::EXPENSIVE_CHECKS`] builds: the last key returned, to check the order and `repeats_key`.
     checked_last: Option<(Vec<u8>, Sequence)>,
+}
+
+/// How `a` and `b` compare in `direction`: their user keys (unoriented: equal or not) and their internal keys.
+fn compare(direction: Direction, a: &InternalKey, b: &InternalKey) -> (Ordering, Ordering) {
+    let keys = a.user_key.as_slice().cmp(b.user_key.as_slice());
+    (keys, direction.orient(keys.then(b.sequence.cmp(&a.sequence))))
 }
 
 impl<'a> MergeIter<'a> {
@@ -91,7 +101,9 @@ impl<'a> MergeIter<'a> {
             direction,
             distinct_keys: false,
             current_repeats: false,
+            top_repeats: false,
             returned_repeats: false,
+            refill: None,
             primed: false,
             pending: None,
             failed: false,
@@ -134,50 +146,77 @@ impl<'a> MergeIter<'a> {
             }
         }
         self.current = self.heap.pop();
+        self.settle();
         Ok(())
     }
 
-    /// `returned` (the old `current`) is being returned: read the next entry of its source and make the first head
-    /// `current`, skipping the duplicates of `returned` older sources hold. Compares keys only on a switch of
-    /// source.
-    fn advance(&mut self, returned: &HeapItem) {
-        let mut from = returned.source;
-        // Each round but the last skips one duplicate, at most one per other source.
+    /// `current` is new: drop the heap's top while it is an exact duplicate of it (from an older source: the
+    /// heap's order puts the newer first), reading its source on; then note whether the top repeats its user key.
+    fn settle(&mut self) {
+        // Each round but the last drops one duplicate, at most one per other source.
         for _ in 0..=self.sources.len() {
-            let next = self.read(from);
+            let Some(current) = &self.current else { return };
+            let Some(top) = self.heap.peek() else {
+                self.top_repeats = false;
+                return;
+            };
+            let (keys, order) = compare(self.direction, &current.entry.key, &top.entry.key);
+            if order.is_ne() {
+                self.top_repeats = keys.is_eq();
+                return;
+            }
+            let duplicate = self.heap.pop().expect("peeked");
+            if let Some(item) = self.read(duplicate.source) {
+                self.heap.push(item);
+            }
             if self.pending.is_some() {
                 return;
             }
-            let candidate = match next {
-                Some(item) => match self.heap.peek_mut() {
-                    // The heap's greatest comes first: the top precedes the new head, which takes its place.
-                    Some(mut top) if *top > item => std::mem::replace(&mut *top, item),
-                    _ => item,
-                },
-                None => match self.heap.pop() {
-                    Some(top) => top,
-                    None => return,
-                },
-            };
-            if candidate.source == returned.source {
-                // The same source: strictly after `returned`, and (distinct keys) another user key.
-                self.current_repeats = false;
-                self.current = Some(candidate);
-                return;
-            }
-            let (last, next) = (&returned.entry.key, &candidate.entry.key);
-            let keys = last.user_key.as_slice().cmp(next.user_key.as_slice());
-            let order = self.direction.orient(keys.then(next.sequence.cmp(&last.sequence)));
-            assert!(order.is_le(), "merge produced keys out of order");
-            if order.is_lt() {
-                self.current_repeats = keys.is_eq();
-                self.current = Some(candidate);
-                return;
-            }
-            // An exact duplicate from an older source: skip it and read that source on.
-            from = candidate.source;
         }
         unreachable!("a merge skipped more duplicates than it has sources")
+    }
+
+    /// The entry of `source` was returned: read it on and choose the new `current`. Compares the new head with the
+    /// heap's top only; a switch of source (or a duplicate) also settles the new `current`.
+    fn advance(&mut self, source: usize) {
+        let top_repeats = self.top_repeats;
+        // A second round only after a duplicate of the top (the top is newer), read past.
+        for round in 0..=self.sources.len() {
+            let next = self.read(source);
+            if self.pending.is_some() {
+                if round > 0 {
+                    // The top precedes the duplicate whose read failed: it comes before the error.
+                    (self.current, self.current_repeats) = (self.heap.pop(), top_repeats);
+                }
+                return;
+            }
+            let Some(next) = next else {
+                (self.current, self.current_repeats) = (self.heap.pop(), top_repeats);
+                return self.settle();
+            };
+            let Some(mut top) = self.heap.peek_mut() else {
+                (self.current, self.current_repeats, self.top_repeats) = (Some(next), false, false);
+                return;
+            };
+            let (keys, order) = compare(self.direction, &next.entry.key, &top.entry.key);
+            if order.is_eq() && top.source < source {
+                continue;
+            }
+            if order.is_gt() {
+                // A switch: the top comes first and the new head takes its place in the heap.
+                let first = std::mem::replace(&mut *top, next);
+                drop(top);
+                (self.current, self.current_repeats) = (Some(first), top_repeats);
+                return self.settle();
+            }
+            drop(top);
+            (self.current, self.current_repeats, self.top_repeats) = (Some(next), false, keys.is_eq());
+            if order.is_eq() {
+                self.settle();
+            }
+            return;
+        }
+        unreachable!("a merge read past more duplicates than it has sources")
     }
 
     /// [`crate::EXPENSIVE_CHECKS`] builds: `entry` follows the last one returned, and `repeats_key` is right.
@@ -197,24 +236,30 @@ impl<'a> MergeIter<'a> {
 impl Iterator for MergeIter<'_> {
     type Item = Result<Entry>;
 
-    /// A source's error comes after the entry whose refill met it, and the merge yields nothing after the error.
+    /// A source's error comes after the entry whose source read met it (reading past that entry, or past a
+    /// duplicate of it), and the merge yields nothing after the error.
     fn next(&mut self) -> Option<Result<Entry>> {
+        if self.failed {
+            return None;
+        }
         if let Some(error) = self.pending.take() {
             self.failed = true;
             return Some(Err(error));
         }
-        if self.failed {
-            return None;
+        if !self.primed {
+            if let Err(error) = self.prime() {
+                self.failed = true;
+                return Some(Err(error));
+            }
+        } else if let Some(source) = self.refill.take() {
+            self.advance(source);
         }
-        if !self.primed
-            && let Err(error) = self.prime()
-        {
-            self.failed = true;
-            return Some(Err(error));
-        }
-        let item = self.current.take()?;
+        let Some(item) = self.current.take() else {
+            self.failed = self.pending.is_some();
+            return self.pending.take().map(Err);
+        };
+        self.refill = Some(item.source);
         self.returned_repeats = std::mem::take(&mut self.current_repeats);
-        self.advance(&item);
         if crate::EXPENSIVE_CHECKS {
             self.check(&item.entry);
         }
