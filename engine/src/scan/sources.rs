@@ -371,8 +371,7 @@ impl<F: File> Iterator for LevelCursor<F> {
 
     /// A table overlapping the range holds an entry in it unless the range falls in a gap between two of its
     /// keys, and then no other table of the level overlaps: the loop ends by the second table; the level's table
-    /// count bounds it.
-    /// The common case, an entry of the open table, is the short path.
+    /// count bounds it. The common case, an entry of the open table, is the short path.
     fn next(&mut self) -> Option<Result<Entry>> {
         if let Some(item) = self.current.as_mut().and_then(Iterator::next) {
             return Some(item);
