@@ -49,6 +49,12 @@ pub(crate) fn prefix_range(prefix: &[u8]) -> KeyRange {
     KeyRange { start: prefix.to_vec(), end }
 }
 
+/// `a == b`, the last bytes compared first: neighbouring keys mostly differ at their end (a shared prefix, a
+/// counter), so most unequal keys are told apart without a call to `memcmp`.
+pub(crate) fn same_key(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.last() == b.last() && a == b
+}
+
 /// Registers the key range a transaction's scan observed with the conflict tracker (ADR-0085).
 pub(crate) trait ScanRegistry: Send + Sync {
     /// Register `range` for `txn`; a conflict the registration finds is the error.
@@ -62,9 +68,19 @@ pub(crate) struct Registrar {
     pub(crate) read_only: bool,
 }
 
+/// Builds an end's rows when the end is first read.
+type DeferredRows = Box<dyn FnOnce() -> VisibleRows<'static> + Send>;
+
+/// An end's rows: built, or deferred until the end is first read (most scans read one end only: the other end's
+/// cursors are not built, ADR-merge).
+enum EndRows {
+    Ready(VisibleRows<'static>),
+    Deferred(Option<DeferredRows>),
+}
+
 /// One end of a scan: the snapshot's rows in one direction, the transaction's own writes laid over them.
 struct End<'txn> {
-    rows: VisibleRows<'static>,
+    rows: EndRows,
     own: Option<OwnWrites<'txn>>,
     /// The last key this end returned (a buffer reused from row to row); `moved` once it returned one.
     last: Vec<u8>,
@@ -73,9 +89,18 @@ struct End<'txn> {
 
 impl End<'_> {
     fn next_row(&mut self) -> Option<Result<Row>> {
+        let rows = match &mut self.rows {
+            EndRows::Ready(rows) => rows,
+            EndRows::Deferred(build) => {
+                let build = build.take().expect("an end's rows are built once");
+                self.rows = EndRows::Ready(build());
+                let EndRows::Ready(rows) = &mut self.rows else { unreachable!("just built") };
+                rows
+            }
+        };
         match &mut self.own {
-            Some(own) => own.next_row(&mut self.rows),
-            None => self.rows.next(),
+            Some(own) => own.next_row(rows),
+            None => rows.next(),
         }
     }
 
@@ -84,6 +109,41 @@ impl End<'_> {
         self.last.extend_from_slice(key);
         self.moved = true;
     }
+}
+
+/// The rows of `view` over `bounds` at `snapshot` in `direction` (none when `inverted`).
+fn rows_of<F: File>(
+    view: &ReadView<F>,
+    bounds: &Arc<KeyRange>,
+    direction: Direction,
+    snapshot: Sequence,
+    inverted: bool,
+) -> VisibleRows<'static> {
+    let sources = if inverted { Vec::new() } else { sources::sources(view, bounds, direction, snapshot) };
+    let merge = match direction {
+        // Forward, each source yields one version per user key (the newest visible, ADR-0085).
+        Direction::Forward => MergeIter::with_distinct_keys(sources, direction),
+        Direction::Reverse => MergeIter::with_direction(sources, direction),
+    };
+    VisibleRows::new(merge, direction, snapshot)
+}
+
+/// The back end's rows, built when first read: holds the view's memtables and version (what the front end holds).
+fn deferred_rows<F: File>(
+    view: &ReadView<F>,
+    bounds: &Arc<KeyRange>,
+    snapshot: Sequence,
+    inverted: bool,
+) -> DeferredRows {
+    let view = ReadView {
+        memtable: Arc::clone(&view.memtable),
+        immutables: view.immutables.clone(),
+        version: Arc::clone(&view.version),
+        last_sequence: view.last_sequence,
+        closed: view.closed.clone(),
+    };
+    let bounds = Arc::clone(bounds);
+    Box::new(move || rows_of(&view, &bounds, Direction::Reverse, snapshot, inverted))
 }
 
 /// The rows of a scan: `Result<(key, value)>`, in key order, double-ended (`.rev()`), lazy: each row is merged
@@ -136,13 +196,13 @@ impl<'txn> ScanIter<'txn> {
             // No own write in the range: the rows go straight through (ADR-0065).
             writes.clone().next().is_some().then_some(writes)
         });
-        let end = |direction: Direction| {
-            let sources = if inverted { Vec::new() } else { sources::sources(view, &bounds, direction, snapshot) };
-            let rows = VisibleRows::new(MergeIter::with_direction(sources, direction), direction, snapshot);
+        let end = |rows: EndRows, direction: Direction| {
             let own = own_range.clone().map(|writes| OwnWrites::new(writes, direction));
             End { rows, own, last: Vec::new(), moved: false }
         };
-        let (front, back) = (end(Direction::Forward), end(Direction::Reverse));
+        let front =
+            end(EndRows::Ready(rows_of(view, &bounds, Direction::Forward, snapshot, inverted)), Direction::Forward);
+        let back = end(EndRows::Deferred(Some(deferred_rows(view, &bounds, snapshot, inverted))), Direction::Reverse);
         let registered = registrar.is_none() || inverted;
         Self {
             front,
@@ -210,6 +270,10 @@ impl<'txn> ScanIter<'txn> {
             }
             Some(Ok(row)) => row,
         };
+        if crate::EXPENSIVE_CHECKS && this.moved {
+            let order = direction.orient(row.0.as_slice().cmp(this.last.as_slice()));
+            assert!(order.is_gt(), "a scan end returned rows out of order or a key twice");
+        }
         let met = other.moved && direction.orient(row.0.as_slice().cmp(other.last.as_slice())).is_ge();
         if met {
             return self.exhausted();

@@ -4,6 +4,7 @@
 use std::collections::btree_map;
 
 use super::merge::{Direction, MergeIter};
+use super::same_key;
 use crate::error::Result;
 use crate::types::TRANSACTION_WRITES_MAX;
 use crate::types::{Entry, Sequence, ValueKind};
@@ -16,17 +17,19 @@ pub(crate) struct VisibleRows<'a> {
     merge: MergeIter<'a>,
     direction: Direction,
     snapshot: Sequence,
-    /// Forward: the user key whose visible version was taken (a buffer reused from row to row, ADR-0065).
-    current: Vec<u8>,
-    has_current: bool,
+    /// Forward: a version of the current user key (the merge's last) was taken: the key's older versions are
+    /// skipped. The merge says when the user key changes (its sources yield one version per key, ADR-merge), so
+    /// no key is copied or compared here.
+    taken: bool,
     /// Reverse: the first version of the next user key, read while finishing the previous one.
     peeked: Option<Entry>,
     failed: bool,
 }
 
 impl<'a> VisibleRows<'a> {
+    /// Forward, `merge` must be made by [`MergeIter::with_distinct_keys`].
     pub(crate) fn new(merge: MergeIter<'a>, direction: Direction, snapshot: Sequence) -> Self {
-        Self { merge, direction, snapshot, current: Vec::new(), has_current: false, peeked: None, failed: false }
+        Self { merge, direction, snapshot, taken: false, peeked: None, failed: false }
     }
 
     fn pull(&mut self) -> Option<Result<Entry>> {
@@ -45,12 +48,11 @@ impl<'a> VisibleRows<'a> {
                 Ok(entry) => entry,
                 Err(error) => return Some(Err(error)),
             };
-            if entry.key.sequence > self.snapshot || (self.has_current && self.current == entry.key.user_key) {
+            self.taken &= self.merge.repeats_key();
+            if entry.key.sequence > self.snapshot || self.taken {
                 continue;
             }
-            self.current.clear();
-            self.current.extend_from_slice(&entry.key.user_key);
-            self.has_current = true;
+            self.taken = true;
             if entry.kind == ValueKind::Put {
                 return Some(Ok((entry.key.user_key, entry.value)));
             }
@@ -69,7 +71,7 @@ impl<'a> VisibleRows<'a> {
                 match self.pull() {
                     None => break,
                     Some(Err(error)) => return Some(Err(error)),
-                    Some(Ok(entry)) if entry.key.user_key != best.key.user_key => {
+                    Some(Ok(entry)) if !same_key(&entry.key.user_key, &best.key.user_key) => {
                         self.peeked = Some(entry);
                         break;
                     }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use env::File;
 
 use super::merge::{Direction, EntrySource};
+use super::same_key;
 use crate::error::Result;
 use crate::memtable::Memtable;
 use crate::ssi::KeyRange;
@@ -127,6 +128,9 @@ pub(crate) struct TableCursor<F: File> {
     forward: Option<BlockCursor>,
     /// Reverse: the current block's entries not yet returned, popped from the back.
     backward: Vec<Entry>,
+    /// The current block lies wholly inside the bound in the direction (by the index's key range): its entries
+    /// need no `past_bound` check each.
+    block_inside: bool,
     ended: bool,
 }
 
@@ -150,6 +154,7 @@ impl<F: File> TableCursor<F> {
             next_block: None,
             forward: None,
             backward,
+            block_inside: false,
             ended: false,
         }
     }
@@ -181,6 +186,8 @@ impl<F: File> TableCursor<F> {
         if past_bound(&self.bounds, self.direction, edge) {
             return None;
         }
+        let far_edge = if self.direction == Direction::Forward { last_key } else { first_key };
+        self.block_inside = !past_bound(&self.bounds, self.direction, far_edge);
         self.next_block = Some(if self.direction == Direction::Forward { block + 1 } else { block });
         Some(block)
     }
@@ -204,9 +211,8 @@ impl<F: File> TableCursor<F> {
                 // Per user key, its newest version at or below the snapshot in this block (entries come newest first).
                 let (mut kept, mut has_kept) = (Vec::new(), false);
                 let mut keep = |key: &[u8], sequence: Sequence| {
-                    let wanted = sequence <= snapshot
-                        && end.is_none_or(|end| key < end)
-                        && !(has_kept && kept.as_slice() == key);
+                    let wanted =
+                        sequence <= snapshot && end.is_none_or(|end| key < end) && !(has_kept && same_key(&kept, key));
                     if wanted {
                         kept.clear();
                         kept.extend_from_slice(key);
@@ -230,15 +236,15 @@ impl<F: File> TableCursor<F> {
                 let skipped = &mut self.skipped;
                 // Stops on an older version of the last key once `SKIPS_BEFORE_SEEK` were passed over: then seek.
                 let keep = |key: &[u8], sequence: Sequence| {
-                    if has_last && key == last {
+                    if has_last && same_key(key, last) {
                         *skipped += 1;
                         return *skipped > SKIPS_BEFORE_SEEK;
                     }
                     sequence <= snapshot
                 };
                 let entry = self.forward.as_mut()?.next_entry_where(keep)?;
-                self.skipped = 0;
-                if self.has_last && entry.key.user_key == self.last {
+                // Only a version of the last key can be kept past `SKIPS_BEFORE_SEEK` skips (no second comparison).
+                if std::mem::take(&mut self.skipped) > SKIPS_BEFORE_SEEK {
                     let table = &self.live.table;
                     let past = table.find_block(&self.last, 0).unwrap_or(table.data_block_count());
                     (self.next_block, self.forward, self.seek_past_last) = (Some(past), None, true);
@@ -260,20 +266,33 @@ const SKIPS_BEFORE_SEEK: usize = 16;
 impl<F: File> Iterator for TableCursor<F> {
     type Item = Result<Entry>;
 
-    /// A block may hold nothing the scan can return (versions above the snapshot, older versions of a key): the
-    /// table's block count bounds the blocks read for one entry, plus one seek past a key's versions.
+    /// The common case, an entry of the current block, is the short path; else [`TableCursor::next_block_entry`].
     fn next(&mut self) -> Option<Result<Entry>> {
+        if self.ended {
+            return None;
+        }
+        match self.buffered() {
+            Some(entry) => self.within_bound(entry).map(Ok),
+            None => self.next_block_entry(),
+        }
+    }
+}
+
+impl<F: File> TableCursor<F> {
+    /// `entry`, unless it lies past the bound (then the cursor ends).
+    fn within_bound(&mut self, entry: Entry) -> Option<Entry> {
+        if !self.block_inside && past_bound(&self.bounds, self.direction, &entry.key.user_key) {
+            self.ended = true;
+            return None;
+        }
+        Some(entry)
+    }
+
+    /// The current block is used up: read blocks until one holds an entry. A block may hold nothing the scan can
+    /// return (versions above the snapshot, older versions of a key): the table's block count bounds the blocks
+    /// read for one entry, plus one seek past a key's versions.
+    fn next_block_entry(&mut self) -> Option<Result<Entry>> {
         for _ in 0..self.live.table.data_block_count() + 2 {
-            if self.ended {
-                return None;
-            }
-            if let Some(entry) = self.buffered() {
-                if past_bound(&self.bounds, self.direction, &entry.key.user_key) {
-                    self.ended = true;
-                    return None;
-                }
-                return Some(Ok(entry));
-            }
             let first = self.next_block.is_none();
             let Some(block) = self.take_block() else {
                 self.ended = true;
@@ -282,6 +301,9 @@ impl<F: File> Iterator for TableCursor<F> {
             if let Err(error) = self.load(block, first) {
                 self.ended = true;
                 return Some(Err(error));
+            }
+            if let Some(entry) = self.buffered() {
+                return self.within_bound(entry).map(Ok);
             }
         }
         unreachable!("a table cursor read more blocks than its table has")
@@ -349,13 +371,16 @@ impl<F: File> Iterator for LevelCursor<F> {
 
     /// A table overlapping the range holds an entry in it unless the range falls in a gap between two of its
     /// keys, and then no other table of the level overlaps: the loop ends by the second table; the level's table
-    /// count bounds it.
+    /// count bounds it. The common case, an entry of the open table, is the short path.
     fn next(&mut self) -> Option<Result<Entry>> {
-        for _ in 0..=self.version.levels[self.level].len() {
-            if let Some(item) = self.current.as_mut().and_then(Iterator::next) {
+        if let Some(item) = self.current.as_mut().and_then(Iterator::next) {
+            return Some(item);
+        }
+        for _ in 0..self.version.levels[self.level].len() {
+            let opened = self.open_next()?;
+            if let Some(item) = self.current.insert(opened).next() {
                 return Some(item);
             }
-            self.current = Some(self.open_next()?);
         }
         None
     }

@@ -245,3 +245,28 @@ fn a_hot_key_s_older_versions_are_skipped_by_a_seek_not_read() {
     // The 16 versions passed over before the seek span a few of these tiny blocks; then one seek to `b`.
     assert!(blocks > 100 && read <= 10, "read {read} of {blocks} blocks");
 }
+
+#[test]
+fn same_key_compares_the_last_byte_first_and_then_all() {
+    assert!(same_key(b"user0001", b"user0001") && same_key(b"", b""));
+    assert!(!same_key(b"user0001", b"user0002") && !same_key(b"auser001", b"buser001"));
+    assert!(!same_key(b"user", b"user0") && !same_key(b"", b"a"));
+}
+
+#[test]
+fn a_scan_taken_to_n_rows_reads_no_block_past_its_last_row() {
+    let env = SimEnv::new(5);
+    let writes: Vec<Write> = (0..60u8).map(|index| (vec![b'k', index], Some(vec![index; 8]))).collect();
+    let view = view(&env, &writes, [100, 100, 100, 100, 100]);
+    // The first L2 table holds k0..k2, the second k3..k5.
+    let reads = || view.version.levels[2][1].table.stats().block_reads;
+    let before = reads();
+    let scan = |count: usize| {
+        let rows = ScanIter::new(&view, key_range_of(Vec::new(), None), 60, None, None).take(count);
+        rows.map(|row| row.unwrap().0[1]).collect::<Vec<u8>>()
+    };
+    assert_eq!(scan(3), vec![0, 1, 2]);
+    assert_eq!(reads(), before, "three rows read nothing of the second table (the merge reads on lazily)");
+    assert_eq!(scan(4), vec![0, 1, 2, 3]);
+    assert!(reads() > before, "the fourth row is read from the second table");
+}
