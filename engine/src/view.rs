@@ -61,6 +61,13 @@ impl<F: env::File> std::ops::Deref for ReadView<F> {
     }
 }
 
+impl<F: env::File> Clone for ReadView<F> {
+    /// The same sources (one `Arc` clone) and sequence.
+    fn clone(&self) -> Self {
+        Self { sources: Arc::clone(&self.sources), last_sequence: self.last_sequence }
+    }
+}
+
 impl<F: env::File> ReadView<F> {
     pub(crate) fn new(sources: Arc<ViewSources<F>>, last_sequence: Sequence) -> Self {
         Self { sources, last_sequence }

@@ -135,13 +135,7 @@ fn deferred_rows<F: File>(
     snapshot: Sequence,
     inverted: bool,
 ) -> DeferredRows {
-    let view = ReadView {
-        memtable: Arc::clone(&view.memtable),
-        immutables: view.immutables.clone(),
-        version: Arc::clone(&view.version),
-        last_sequence: view.last_sequence,
-        closed: view.closed.clone(),
-    };
+    let view = view.clone();
     let bounds = Arc::clone(bounds);
     Box::new(move || rows_of(&view, &bounds, Direction::Reverse, snapshot, inverted))
 }
