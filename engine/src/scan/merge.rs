@@ -49,7 +49,7 @@ impl Ord for HeapItem {
 /// `next`, and each `next` reads on the source of the entry the previous `next` returned (a `take(n)` reads no
 /// entry past the n-th of its source), plus a source whose duplicate it skips.
 ///
-/// The first head in the merge's order (`current`) stays out of the heap (ADR-merge): while one source supplies a
+/// The first head in the merge's order (`current`) stays out of the heap (ADR-0091): while one source supplies a
 /// run of entries, each costs one comparison with the heap's top and no heap operation; a switch of source is one
 /// replace-top (one sift-down) instead of a pop and a push; with one source left the heap is empty and untouched.
 /// A duplicate can only come from another source (each source is strictly ordered): it is the heap's top when it

@@ -72,7 +72,7 @@ pub(crate) struct Registrar {
 type DeferredRows = Box<dyn FnOnce() -> VisibleRows<'static> + Send>;
 
 /// An end's rows: built, or deferred until the end is first read (most scans read one end only: the other end's
-/// cursors are not built, ADR-merge).
+/// cursors are not built, ADR-0091).
 enum EndRows {
     Ready(VisibleRows<'static>),
     Deferred(Option<DeferredRows>),

@@ -18,7 +18,7 @@ pub(crate) struct VisibleRows<'a> {
     direction: Direction,
     snapshot: Sequence,
     /// Forward: a version of the current user key (the merge's last) was taken: the key's older versions are
-    /// skipped. The merge says when the user key changes (its sources yield one version per key, ADR-merge), so
+    /// skipped. The merge says when the user key changes (its sources yield one version per key, ADR-0091), so
     /// no key is copied or compared here.
     taken: bool,
     /// Reverse: the first version of the next user key, read while finishing the previous one.

@@ -1,4 +1,4 @@
-//! One shard of the block cache: an exact LRU whose hit and insert are O(1) (ADR-cache).
+//! One shard of the block cache: an exact LRU whose hit and insert are O(1) (ADR-0090).
 //!
 //! The blocks live in a slab of [`Node`]s linked into a doubly-linked recency list by slot index (head = most
 //! recently used, tail = next to evict); freed slots form a free list threaded through `next`, so a steady cache

@@ -7,7 +7,7 @@
 //! A cache of at least two [`SHARD_BYTES_MIN`] is split into shards (at most [`SHARDS_MAX`]), each an LRU of its
 //! own over an equal share of the capacity, chosen by a fixed mix of the key: concurrent readers of different
 //! blocks do not queue on one lock (ADR-0088). A smaller cache is one exact LRU. Each shard ([`lru`]) hits and
-//! inserts in O(1): one hash lookup and a relink (ADR-cache).
+//! inserts in O(1): one hash lookup and a relink (ADR-0090).
 
 mod lru;
 #[cfg(test)]

@@ -1,4 +1,4 @@
-//! The block cache's tests: the public API, and each shard against a model LRU kept as a `Vec` (ADR-cache).
+//! The block cache's tests: the public API, and each shard against a model LRU kept as a `Vec` (ADR-0090).
 
 use proptest::prelude::*;
 
