@@ -237,7 +237,7 @@ fn join_open_batch<E: Env>(inner: &Arc<Inner<E>>, state: &mut State<E>) -> TaskH
     assert!(batches.live.len() < BATCHES_LIVE_MAX, "a third batch: {:?}", batches.live);
     let (weak, id) = (Arc::downgrade(inner), batches.next_id);
     batches.next_id += 1;
-    let mut phase = Phase::Capture;
+    let mut phase = Phase::Capture { gathered: false };
     let handle = inner.env.spawn(GROUP_COMMIT_TASK, Box::new(move || batch_step(&weak, id, &mut phase)));
     batches.open = Some((id, handle.clone()));
     batches.live.push_back((id, handle.clone()));
@@ -247,15 +247,17 @@ fn join_open_batch<E: Env>(inner: &Arc<Inner<E>>, state: &mut State<E>) -> TaskH
 /// Where a batch task is.
 enum Phase<F> {
     /// Waiting for the batch before it to end, then capturing the log's end.
-    Capture,
+    Capture { gathered: bool },
     /// The log's end is captured: sync segment `number` up to `end`, then acknowledge.
     Sync { file: Arc<F>, number: u64, end: u64 },
 }
 
 fn batch_step<E: Env>(weak: &Weak<Inner<E>>, me: u64, phase: &mut Phase<E::File>) -> TaskStep {
     let Some(inner) = weak.upgrade() else { return TaskStep::Done };
-    let step = match std::mem::replace(phase, Phase::Capture) {
-        Phase::Capture => capture(&inner, me).map(|next| next.map(|next| *phase = next).is_some()),
+    let step = match std::mem::replace(phase, Phase::Capture { gathered: true }) {
+        Phase::Capture { gathered } => {
+            capture(&inner, me, gathered).map(|next| next.map(|next| *phase = next).is_some())
+        }
         Phase::Sync { file, number, end } => sync_and_acknowledge(&inner, me, &file, number, end).map(|()| false),
     };
     match step {
@@ -271,8 +273,9 @@ fn batch_step<E: Env>(weak: &Weak<Inner<E>>, me: u64, phase: &mut Phase<E::File>
 }
 
 /// The batch's first step(s): wait for the batch before it to end (so its sync covers everything appended
-/// meanwhile), then capture the log's end and close the batch. `Some(phase)` to step again, `None` when done.
-fn capture<E: Env>(inner: &Arc<Inner<E>>, me: u64) -> Result<Option<Phase<E::File>>> {
+/// meanwhile), pause once for the committers the last batch released when it released more than one (`gathered`
+/// says the pause is behind it, ADR-0092), then capture the log's end and close the batch. `Some(phase)` to step again, `None` when done.
+fn capture<E: Env>(inner: &Arc<Inner<E>>, me: u64, gathered: bool) -> Result<Option<Phase<E::File>>> {
     let earlier = {
         let mut state = inner.state();
         if inner.is_poisoned() {
@@ -280,6 +283,15 @@ fn capture<E: Env>(inner: &Arc<Inner<E>>, me: u64) -> Result<Option<Phase<E::Fil
             return Ok(None);
         }
         let (front, handle) = state.batches.live.front().expect("a live batch is listed").clone();
+        let gather_us = inner.options.group_commit_gather_us;
+        if front == me && !gathered && gather_us > 0 && state.batches.last_size > 1 {
+            // The batch before this one released several committers: give them a moment to join this batch
+            // before its log end is captured (ADR-0092). Outside the lock, a step of its own.
+            drop(state);
+            env::probe!(inner.env, "txn.batch_gathered");
+            inner.env.sleep(std::time::Duration::from_micros(gather_us));
+            return Ok(Some(Phase::Capture { gathered: true }));
+        }
         if front == me {
             state.batches.close(me);
             if state.pending_commits.is_empty() {
@@ -295,7 +307,7 @@ fn capture<E: Env>(inner: &Arc<Inner<E>>, me: u64) -> Result<Option<Phase<E::Fil
     };
     // Outside the lock: commits keep joining this batch while the one before it syncs.
     inner.env.wait(&earlier)?;
-    Ok(Some(Phase::Capture))
+    Ok(Some(Phase::Capture { gathered: false }))
 }
 
 /// The batch's last step: one sync outside the lock, then acknowledge every commit now durable.
@@ -322,6 +334,7 @@ fn sync_and_acknowledge<E: Env>(inner: &Arc<Inner<E>>, me: u64, file: &E::File, 
     }
     let pending_before = state.pending_commits.len();
     acknowledge(inner, &mut state, false);
+    state.batches.last_size = pending_before - state.pending_commits.len();
     if pending_before - state.pending_commits.len() > 1 {
         // One sync made several commits durable: a group commit batch.
         env::probe!(inner.env, "txn.group_commit_batch");

@@ -41,7 +41,7 @@ pub use db::{Db, Stats};
 pub use error::{DecodeError, Error, Result};
 pub use introspect::FileKeyRange;
 pub use manifest::FILE_NUMBER_MAX;
-pub use options::{Options, SyncMode, TRACKED_TRANSACTIONS_MIN};
+pub use options::{GROUP_COMMIT_GATHER_US_MAX, Options, SyncMode, TRACKED_TRANSACTIONS_MIN};
 pub use scan::ScanIter;
 pub use ssi::ConflictCause;
 pub use txn::{ReadTransaction, Transaction};
@@ -70,6 +70,7 @@ pub use txn::{ReadTransaction, Transaction};
 /// | `ssi.conflict_read_write_committed_first` | an operation aborted: another's commit doomed it |
 /// | `ssi.conflict_write_write` | a commit aborted: first committer wins |
 /// | `ssi.safe_snapshot_stepped_back` | a read-only transaction read below the latest snapshot (an in-flight pivot) |
+/// | `txn.batch_gathered` | a group-commit batch paused to gather the committers the batch before it released |
 /// | `txn.group_commit_batch` | one log sync acknowledged more than one commit |
 /// | `wal.seal_acknowledged_pending` | a segment's seal made pending commits durable before their group commit |
 /// | `wal.torn_tail_truncated` | recovery truncated a torn tail of the last log segment |
@@ -95,6 +96,7 @@ pub const PROBES: &[&str] = &[
     "ssi.conflict_write_write",
     "ssi.safe_snapshot_stepped_back",
     "ssi.transaction_expired",
+    "txn.batch_gathered",
     "txn.group_commit_batch",
     "wal.seal_acknowledged_pending",
     "wal.torn_tail_truncated",

@@ -31,7 +31,14 @@ pub struct Options {
     pub table_size_bytes_target: u64,
     /// The most transactions the conflict tracker holds records for, active and retained (ADR-0072).
     pub tracked_transactions_max: usize,
+    /// How long a group-commit batch waits before capturing the log's end when the batch before it acknowledged
+    /// more than one commit, so the committers it just released can join (ADR-0092). 0 disables the pause; at most
+    /// [`GROUP_COMMIT_GATHER_US_MAX`].
+    pub group_commit_gather_us: u64,
 }
+
+/// The longest group-commit gather pause [`Options::validate`] accepts: 10 ms.
+pub const GROUP_COMMIT_GATHER_US_MAX: u64 = 10_000;
 
 impl Default for Options {
     fn default() -> Self {
@@ -47,6 +54,7 @@ impl Default for Options {
             immutable_memtables_max: 2,
             table_size_bytes_target: 64 * 1024 * 1024,
             tracked_transactions_max: crate::ssi::TRACKED_TRANSACTIONS_MAX,
+            group_commit_gather_us: 20,
         }
     }
 }
@@ -71,6 +79,7 @@ impl Options {
             ("level_size_ratio", self.level_size_ratio >= 2),
             ("l0_compaction_trigger", self.l0_compaction_trigger >= 1),
             ("immutable_memtables_max", self.immutable_memtables_max >= 1),
+            ("group_commit_gather_us", self.group_commit_gather_us <= GROUP_COMMIT_GATHER_US_MAX),
             (
                 "tracked_transactions_max",
                 (TRACKED_TRANSACTIONS_MIN..=crate::ssi::TRACKED_TRANSACTIONS_MAX)
@@ -126,6 +135,12 @@ impl Options {
     /// [`crate::ssi::TRACKED_TRANSACTIONS_MAX`] (the default).
     pub fn with_tracked_transactions_max(mut self, transactions: usize) -> Self {
         self.tracked_transactions_max = transactions;
+        self
+    }
+
+    /// The group-commit gather pause (ADR-0092): 0 turns it off.
+    pub fn with_group_commit_gather_us(mut self, micros: u64) -> Self {
+        self.group_commit_gather_us = micros;
         self
     }
 

@@ -48,6 +48,9 @@ pub(crate) struct Batches {
     /// Every batch task not yet ended, oldest first (the open one, if any, last).
     pub(crate) live: VecDeque<(u64, TaskHandle)>,
     pub(crate) next_id: u64,
+    /// How many commits the last batch to end acknowledged: more than one, and the next batch pauses to gather
+    /// the committers it released (ADR-0092).
+    pub(crate) last_size: usize,
 }
 
 impl Batches {

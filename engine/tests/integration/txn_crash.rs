@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use engine::wal::{Batch, Record, WalEnd, decode_segment};
 use engine::{CommitTicket, Db, Options, Transaction, ValueKind};
-use env::{DeterministicRng, SimEnv, TaskStep};
+use env::{DeterministicRng, Env, SimEnv, TaskStep};
 
 fn key(i: u64) -> Vec<u8> {
     format!("key{i:03}").into_bytes()
@@ -275,6 +275,68 @@ fn a_commit_after_the_capture_waits_for_the_next_batch_only() {
     let db = reopen(&env, db);
     for (k, v) in [(key(0), &b"first"[..]), (key(10), b"late"), (key(11), b"blind")] {
         assert_eq!(db.get(&k).unwrap().as_deref(), Some(v), "an acknowledged write was lost in the crash");
+    }
+}
+
+/// Submit one commit writing `key(i)`; its ticket.
+fn submit_one(db: &Db<SimEnv>, i: u64) -> CommitTicket {
+    let mut t = db.begin().unwrap();
+    t.put(&key(i), b"gathered").unwrap();
+    t.submit().unwrap().unwrap()
+}
+
+/// Step `batch` and expect `step`; the clock's advance and the IO calls the step made.
+fn step_batch(env: &SimEnv, batch: u64, step: TaskStep) -> (std::time::Duration, u64) {
+    let (now, io) = (env.now(), env.io_count());
+    assert_eq!(env.step_task(batch), Some(step), "{:?}", env.runnable_tasks());
+    (env.now() - now, env.io_count() - io)
+}
+
+/// ADR-0092: after a batch acknowledged more than one commit, the next batch pauses once (a step of its own, the
+/// clock advanced by the gather, no IO) before it captures the log's end, and a commit submitted during the pause
+/// shares its one sync. After a batch of one commit the next batch captures at once, and with the gather set to
+/// 0 it never pauses.
+#[test]
+fn a_batch_after_a_busy_one_gathers_late_commits_into_its_sync() {
+    let gather = std::time::Duration::from_micros(Options::default().group_commit_gather_us);
+    assert!(!gather.is_zero(), "the gather is on by default");
+    for gather_us in [Options::default().group_commit_gather_us, 0] {
+        let env = SimEnv::new(11);
+        let db = Db::open(env.clone(), "/db", Options::default().with_group_commit_gather_us(gather_us)).unwrap();
+        // A lone commit: its batch captures at once (nothing was released before it).
+        let lone = submit_one(&db, 0);
+        let batch = batch_tasks(&env)[0];
+        assert_eq!(step_batch(&env, batch, TaskStep::Continue).1, 0, "the capture step does no IO");
+        assert_eq!(step_batch(&env, batch, TaskStep::Done).1, 1, "one sync");
+        db.wait_for_commit(&lone).unwrap();
+        // Two commits, one batch: after a batch of one, no pause either.
+        let busy = [submit_one(&db, 1), submit_one(&db, 2)];
+        let batch = batch_tasks(&env)[0];
+        assert_eq!(step_batch(&env, batch, TaskStep::Continue), (std::time::Duration::ZERO, 0), "captures at once");
+        assert_eq!(step_batch(&env, batch, TaskStep::Done).1, 1);
+        assert_eq!(db.pending_commits(), 0, "one sync acknowledged both");
+        busy.iter().for_each(|ticket| db.wait_for_commit(ticket).unwrap());
+        // The batch after the busy one: it pauses first when the gather is on, and a commit submitted during the
+        // pause joins it.
+        let first = submit_one(&db, 3);
+        let batch = batch_tasks(&env)[0];
+        if gather_us > 0 {
+            assert_eq!(step_batch(&env, batch, TaskStep::Continue), (gather, 0), "the gather pause");
+            assert_eq!(db.pending_commits(), 1, "pausing syncs nothing");
+        }
+        let late = submit_one(&db, 4);
+        assert_eq!(batch_tasks(&env), vec![batch], "the late commit joined the open batch");
+        assert_eq!(step_batch(&env, batch, TaskStep::Continue), (std::time::Duration::ZERO, 0), "the capture");
+        assert_eq!(step_batch(&env, batch, TaskStep::Done).1, 1, "one sync for both");
+        assert_eq!(db.pending_commits(), 0);
+        for ticket in [&first, &late] {
+            db.wait_for_commit(ticket).unwrap();
+        }
+        env.crash();
+        let db = reopen(&env, db);
+        for i in 0..5 {
+            assert_eq!(db.get(&key(i)).unwrap().as_deref(), Some(&b"gathered"[..]), "gather {gather_us}: key {i}");
+        }
     }
 }
 
