@@ -274,7 +274,8 @@ fn batch_step<E: Env>(weak: &Weak<Inner<E>>, me: u64, phase: &mut Phase<E::File>
 
 /// The batch's first step(s): wait for the batch before it to end (so its sync covers everything appended
 /// meanwhile), pause once for the committers the last batch released when it released more than one (`gathered`
-/// says the pause is behind it, ADR-0092), then capture the log's end and close the batch. `Some(phase)` to step again, `None` when done.
+/// says the pause is behind it, ADR-0092), then capture the log's end and close the batch. `Some(phase)` to step
+/// again, `None` when done.
 fn capture<E: Env>(inner: &Arc<Inner<E>>, me: u64, gathered: bool) -> Result<Option<Phase<E::File>>> {
     let earlier = {
         let mut state = inner.state();
@@ -335,7 +336,7 @@ fn sync_and_acknowledge<E: Env>(inner: &Arc<Inner<E>>, me: u64, file: &E::File, 
     let pending_before = state.pending_commits.len();
     acknowledge(inner, &mut state, false);
     state.batches.last_size = pending_before - state.pending_commits.len();
-    if pending_before - state.pending_commits.len() > 1 {
+    if state.batches.last_size > 1 {
         // One sync made several commits durable: a group commit batch.
         env::probe!(inner.env, "txn.group_commit_batch");
     }

@@ -222,9 +222,11 @@ fn validate_entries(
     let mut first = None;
     let (mut offset, mut next_restart, mut seen) = (0usize, 0usize, 0usize);
     while offset < entries.len() {
-        let at_restart = next_restart < restart_count && restart_offset(next_restart) == offset;
-        if next_restart < restart_count && restart_offset(next_restart) < offset {
-            return Err(DecodeError::new(restart_offset(next_restart) as u64, "restart inside an entry"));
+        // The next restart point, read once per entry: it must lie at this entry or after it.
+        let restart = (next_restart < restart_count).then(|| restart_offset(next_restart));
+        let at_restart = restart == Some(offset);
+        if let Some(restart) = restart.filter(|&restart| restart < offset) {
+            return Err(DecodeError::new(restart as u64, "restart inside an entry"));
         }
         let parsed = parse_entry_parts(entries, offset, key.len())?;
         if at_restart && parsed.shared_size_bytes != 0 {
