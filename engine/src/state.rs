@@ -305,15 +305,19 @@ impl<E: Env> Inner<E> {
         }
     }
 
-    /// The oldest sequence a live snapshot may read: compaction keeps every version it needs (ADR-0016). Under
-    /// the writer lock (it takes the registry lock).
+    /// The oldest sequence a live snapshot, or one a reader may still take, can read: compaction keeps every
+    /// version it needs (ADR-0016). A read-only transaction's safe snapshot can step back below every registered
+    /// one, through the spans of pivots already visible (ADR-0025): the watermark is the safe snapshot at the oldest
+    /// registered one, which no later span can hold (ADR-0093). Under the writer lock (it takes the registry lock).
     pub(crate) fn gc_watermark(&self, state: &State<E>) -> Sequence {
         // Canary: compaction ignores live snapshots and drops versions they still need.
         if crate::canary::active("gc-drops-live-version") {
             return state.last_sequence;
         }
-        let oldest = self.registry().snapshots.keys().next().copied();
-        oldest.unwrap_or(state.last_sequence).min(state.last_sequence)
+        let registry = self.registry();
+        let visible = registry.visible.min(state.last_sequence);
+        let oldest = registry.snapshots.keys().next().copied().unwrap_or(visible).min(visible);
+        registry.tracker.safe_snapshot(oldest)
     }
 
     pub(crate) fn wal_path(&self, number: u64) -> PathBuf {

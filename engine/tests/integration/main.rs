@@ -5,6 +5,7 @@ mod conflict_cause;
 mod corruption;
 mod crash;
 mod disk_full;
+mod gc_snapshots;
 mod isolation;
 mod layers;
 mod model;

@@ -2,7 +2,9 @@
 //! makes them visible; after a crash or reopen the in-flight ones are resolved by reading their keys, and every
 //! key is verified against the history.
 
-use holdfast::kit::{key_bytes, sig_of};
+use std::collections::BTreeMap;
+
+use holdfast::kit::{Sig, key_bytes, sig_of};
 use holdfast::{FailureKind, Target, Violation, World};
 
 use crate::dsg::{Cycle, TxnId};
@@ -135,12 +137,14 @@ impl TxnTarget {
         Observation::Interrupted
     }
 
-    /// Read the keys of every in-flight commit: each is wholly present or wholly absent. `Ok(None)` when a read
-    /// failed with a justified error.
+    /// Read the keys of every in-flight commit: each is wholly present or wholly absent. The value before one is
+    /// what the earlier in-flight commits found present left, else the history's (survivors are a prefix, ADR-0094).
+    /// `Ok(None)` when a read failed with a justified error.
     fn read_in_flight(&mut self, world: &mut World) -> Result<Option<Vec<Verdict>>, Violation> {
         let db = self.live_db();
         let recovered_last = db.last_sequence();
         let mut verdicts = Vec::with_capacity(self.pending.len());
+        let mut survived: BTreeMap<u32, Option<Sig>> = BTreeMap::new();
         for submission in &self.pending {
             let (mut new, mut old) = (Vec::new(), Vec::new());
             for (&key, &value) in &submission.record.writes {
@@ -151,7 +155,7 @@ impl TxnTarget {
                         return Ok(None);
                     }
                 };
-                let previous = self.history.latest_value(key);
+                let previous = survived.get(&key).copied().unwrap_or_else(|| self.history.latest_value(key));
                 match (actual == value, actual == previous) {
                     (true, true) => {}
                     (true, false) => new.push(key),
@@ -186,6 +190,9 @@ impl TxnTarget {
                 ));
             }
             let present = !new.is_empty() || (old.is_empty() && submission.last_sequence <= recovered_last);
+            if present {
+                survived.extend(&submission.record.writes);
+            }
             verdicts.push(if present { Verdict::Present } else { Verdict::Absent });
         }
         Ok(Some(verdicts))

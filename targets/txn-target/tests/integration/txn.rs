@@ -191,6 +191,31 @@ fn a_crash_before_the_sync_resolves_the_commit_wholly() {
     }
 }
 
+/// ADR-0094: T0 is in flight on k2 when a compaction step fails (its `MANIFEST.tmp` write) and poisons the
+/// database, so T1's submit of k2 fails before validation: in flight too, with an unknown outcome. Recovery finds
+/// T0 present and T1 absent, judging T1 against what T0 left, not against the history alone.
+#[test]
+fn a_failed_submit_beside_an_in_flight_writer_of_its_key_resolves_absent() {
+    let manifest = holdfast::env::ExplicitFault::FailNextWrite { path: "/db/MANIFEST.tmp".into() };
+    let mut steps = Vec::new();
+    for (key, id) in [(5, 1), (6, 2)] {
+        steps.extend([begin(2), put(2, key, id), op(Op::Commit { client: 2 }), op(Op::Ack { client: 2 })]);
+        steps.push(op(Op::Flush));
+    }
+    steps.extend([begin(0), begin(1), put(0, 2, 10), put(1, 2, 11), op(Op::Commit { client: 0 })]);
+    steps.push(Step::World(WorldStep::Fault(manifest)));
+    steps.push(Step::World(WorldStep::RunTask { name: "compaction".into() }));
+    steps.push(op(Op::Commit { client: 1 }));
+    let mut schedule = schedule_of(steps);
+    schedule.config.tuning.l0_compaction_trigger = 2;
+    let outcome = run_schedule::<TxnTarget>(&schedule, &options(0));
+    assert!(outcome.passed(), "{}", outcome.failure.map(|f| f.report()).unwrap_or_default());
+    let coverage = &outcome.coverage;
+    let resolved = ["txn.submit_outcome_unknown", "txn.in_flight_present", "txn.in_flight_absent"];
+    assert_eq!(resolved.map(|name| coverage.get(name)), [1, 1, 1], "{coverage:?}");
+    assert_eq!(coverage.get("txn.commits"), 3, "{coverage:?}");
+}
+
 #[cfg(feature = "canaries")]
 mod canaries {
     use txn_target::AdyaClass;
