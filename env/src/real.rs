@@ -465,15 +465,13 @@ impl RealEnv {
                 Some(WatchedMessage::Started(index)) => {
                     running.insert(index, Instant::now());
                 }
-                Some(WatchedMessage::Finished(index, result)) => {
-                    // A finish after the watchdog gave up on the item is too late: it stays stuck.
-                    if running.remove(&index).is_some() {
-                        let value = result.unwrap_or_else(|payload| std::panic::resume_unwind(payload));
-                        results[index] = Some(Watched::Done(value));
-                        resolved += 1;
-                    }
+                // A finish after the watchdog gave up on the item is too late: it stays stuck.
+                Some(WatchedMessage::Finished(index, result)) if running.remove(&index).is_some() => {
+                    let value = result.unwrap_or_else(|payload| std::panic::resume_unwind(payload));
+                    results[index] = Some(Watched::Done(value));
+                    resolved += 1;
                 }
-                None => {}
+                Some(WatchedMessage::Finished(..)) | None => {}
             }
             let overdue: Vec<usize> =
                 running.iter().filter(|(_, started)| started.elapsed() >= timeout).map(|(index, _)| *index).collect();
