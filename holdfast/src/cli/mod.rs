@@ -41,9 +41,9 @@ pub const EXIT_FAIL: u8 = 1;
 /// Exit code of bad input.
 pub const EXIT_BAD_INPUT: u8 = 2;
 /// The default `--seed-timeout`: this many seconds per 1000 steps (ADR-0098)...
-pub const SEED_TIMEOUT_S_PER_1000_STEPS: u64 = 60;
+pub const SEED_TIMEOUT_S_PER_1000_STEPS: u64 = 300;
 /// ...and at least this many.
-pub const SEED_TIMEOUT_S_MIN: u64 = 60;
+pub const SEED_TIMEOUT_S_MIN: u64 = 300;
 /// The longest `--seed-timeout` (a week).
 pub const SEED_TIMEOUT_S_MAX: u64 = 7 * 24 * 3600;
 /// Where `--save` writes seed files when this environment variable names a directory.
@@ -105,8 +105,8 @@ pub struct Args {
     /// `liveness.stuck`, with the phase and step it reached and its replay command, and the swarm goes on. Its
     /// thread cannot be stopped: it is abandoned and runs until the process exits, after the summary (with
     /// --isolate the child process is killed instead); after 16 stuck seeds the swarm stops. Applies to --seeds
-    /// and --seed runs, not to --replay, --check-determinism or --bench. Default: 60 s per 1000 --steps, and at
-    /// least 60 s (ADR-0098).
+    /// and --seed runs, not to --replay, --check-determinism or --bench. Default: 300 s per 1000 --steps, and at
+    /// least 300 s (ADR-0098).
     #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(0..=SEED_TIMEOUT_S_MAX))]
     pub seed_timeout: Option<u64>,
 

@@ -119,25 +119,25 @@ fn assert_stuck_and_planted(run: &Run, stuck_phase: &str) -> Value {
         found.iter().map(|(seed, _, phase, name)| (*seed, phase.as_str(), name.as_str())).collect();
     assert_eq!(names, vec![(3, "step", "testbed.planted"), (7, stuck_phase, "liveness.stuck")]);
     assert_eq!(summary["failures"][1]["kind"], "liveness");
-    assert!(replay_command(&summary, 7).ends_with("--seed 7 --steps 10 --seed-timeout 1"), "{summary}");
+    assert!(replay_command(&summary, 7).ends_with("--seed 7 --steps 10 --seed-timeout 3"), "{summary}");
     summary
 }
 
 #[test]
 fn a_seed_spinning_without_env_is_reported_stuck_and_the_swarm_finishes() {
-    let run = testbed(&["--seeds", "0..10", "--steps", "10", "--jobs", "2", "--seed-timeout", "1", "--json"]);
+    let run = testbed(&["--seeds", "0..10", "--steps", "10", "--jobs", "2", "--seed-timeout", "3", "--json"]);
     let summary = assert_stuck_and_planted(&run, "step");
     // In-process, the watchdog knows where the seed got stuck: the step of its third operation.
     let step = summary["failures"][1]["step"].as_u64().expect("a step");
     assert!(step >= 2, "stuck at step {step}, before its third operation could run");
     assert!(run.stderr.contains("FAIL seed=7") && run.stderr.contains("liveness.stuck"), "{}", run.stderr);
-    let one_job = testbed(&["--seeds", "0..10", "--steps", "10", "--jobs", "1", "--seed-timeout", "1", "--json"]);
+    let one_job = testbed(&["--seeds", "0..10", "--steps", "10", "--jobs", "1", "--seed-timeout", "3", "--json"]);
     assert_eq!(one_object(&one_job), summary, "--jobs changed the summary of a swarm with a stuck seed");
 }
 
 #[test]
 fn an_isolated_swarm_kills_the_stuck_child_and_finishes() {
-    let args = ["--seeds", "0..10", "--steps", "10", "--jobs", "2", "--seed-timeout", "1", "--json"];
+    let args = ["--seeds", "0..10", "--steps", "10", "--jobs", "2", "--seed-timeout", "3", "--json"];
     let isolated = testbed(&[&args[..], &["--isolate"]].concat());
     let summary = assert_stuck_and_planted(&isolated, "process");
     assert!(summary["failures"][1]["actual"].as_str().expect("actual").contains("was killed"), "{summary}");
@@ -147,16 +147,16 @@ fn an_isolated_swarm_kills_the_stuck_child_and_finishes() {
 
 #[test]
 fn a_single_stuck_seed_fails_with_its_replay_command() {
-    let run = testbed(&["--seed", "7", "--steps", "10", "--seed-timeout", "1"]);
+    let run = testbed(&["--seed", "7", "--steps", "10", "--seed-timeout", "3"]);
     assert_eq!(run.code, Some(1), "{}", run.stdout);
     assert!(run.stdout.contains("invariant: liveness.stuck (liveness)"), "{}", run.stdout);
     assert!(
         run.stdout
-            .contains("replay: cargo run -p holdfast --bin holdfast-testbed -- --seed 7 --steps 10 --seed-timeout 1"),
+            .contains("replay: cargo run -p holdfast --bin holdfast-testbed -- --seed 7 --steps 10 --seed-timeout 3"),
         "{}",
         run.stdout
     );
-    let passing = testbed(&["--seed", "6", "--steps", "10", "--seed-timeout", "1"]);
+    let passing = testbed(&["--seed", "6", "--steps", "10", "--seed-timeout", "3"]);
     assert_eq!(passing.code, Some(0), "{}", passing.stdout);
     assert!(passing.stdout.contains("result: pass"), "{}", passing.stdout);
 }
@@ -166,9 +166,10 @@ fn the_watchdog_is_on_by_default_scaled_by_steps_and_off_with_zero() {
     let parse = |args: &[&str]| {
         <holdfast::cli::Args as clap::Parser>::try_parse_from([&["testbed"][..], args].concat()).expect("valid flags")
     };
-    assert_eq!(parse(&[]).seed_timeout(), Some(Duration::from_secs(60)), "1000 steps");
-    assert_eq!(parse(&["--steps", "10"]).seed_timeout(), Some(Duration::from_secs(60)), "the floor");
-    assert_eq!(parse(&["--steps", "5000"]).seed_timeout(), Some(Duration::from_secs(300)), "60 s per 1000 steps");
+    assert_eq!(parse(&[]).seed_timeout(), Some(Duration::from_secs(300)), "1000 steps");
+    assert_eq!(parse(&["--steps", "10"]).seed_timeout(), Some(Duration::from_secs(300)), "the floor");
+    assert_eq!(parse(&["--steps", "5000"]).seed_timeout(), Some(Duration::from_secs(1500)), "300 s per 1000 steps");
+    assert_eq!(parse(&["--steps", "5001"]).seed_timeout(), Some(Duration::from_secs(1800)), "rounded up");
     assert_eq!(parse(&["--seed-timeout", "5"]).seed_timeout(), Some(Duration::from_secs(5)));
     assert_eq!(parse(&["--seed-timeout", "0"]).seed_timeout(), None);
     let help = testbed(&["--help"]);
