@@ -51,7 +51,7 @@ use std::time::Duration;
 
 pub use error::{Error, Op, Result};
 pub use random::{DeterministicHashMap, DeterministicHashSet, DeterministicRng, StableHasher};
-pub use real::{IDLE_WORKERS_MAX, RealEnv, TempDir};
+pub use real::{CHILD_POLL_INTERVAL, ChildOutput, IDLE_WORKERS_MAX, RealEnv, TempDir, Watched};
 #[cfg(feature = "sim")]
 pub use sim::{
     ExplicitFault, FaultConfig, FaultKeying, FaultKind, FaultRecord, FileReport, SimEnv, WorkBudgetExceeded,

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeSet;
 use std::fmt;
-use std::io;
+use std::io::{self, Read};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -379,5 +379,173 @@ impl RealEnv {
         let path = std::env::temp_dir().join(unique);
         self.create_dir_all(&path)?;
         Ok(TempDir { path })
+    }
+}
+
+/// What became of one item handed to [`RealEnv::map_watched`].
+#[derive(Debug)]
+pub enum Watched<R> {
+    /// `f` returned this.
+    Done(R),
+    /// `f` ran longer than the timeout: its thread was abandoned (it keeps running until the process exits) and a
+    /// fresh thread took its place.
+    Stuck {
+        /// Wall-clock time the item had run when the watchdog gave up on it.
+        elapsed: Duration,
+    },
+    /// Not started: `abandoned_max` threads were already abandoned.
+    NotRun,
+}
+
+/// A message from a [`RealEnv::map_watched`] worker.
+enum WatchedMessage<R> {
+    Started(usize),
+    Finished(usize, std::thread::Result<R>),
+}
+
+/// The queue, the results channel and the function the workers of one [`RealEnv::map_watched`] call share.
+struct WatchedPool<T, R> {
+    queue: Arc<Mutex<std::collections::VecDeque<(usize, T)>>>,
+    sender: Sender<WatchedMessage<R>>,
+    f: Arc<dyn Fn(T) -> R + Send + Sync>,
+}
+
+impl<T: Send + 'static, R: Send + 'static> WatchedPool<T, R> {
+    /// A detached thread that takes items until the queue is empty (or the caller stopped listening).
+    fn start_worker(&self) {
+        let (queue, sender, f) = (Arc::clone(&self.queue), self.sender.clone(), Arc::clone(&self.f));
+        let work = move || {
+            loop {
+                let next = queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop_front();
+                let Some((index, item)) = next else { return };
+                if sender.send(WatchedMessage::Started(index)).is_err() {
+                    return;
+                }
+                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(item)));
+                if sender.send(WatchedMessage::Finished(index, result)).is_err() {
+                    return;
+                }
+            }
+        };
+        std::thread::Builder::new().name("holdfast-watched".into()).spawn(work).expect("failed to spawn a thread");
+    }
+}
+
+impl RealEnv {
+    /// Apply `f` to every item on `jobs` detached OS threads (at most [`PARALLEL_JOBS_MAX`]) under a wall-clock
+    /// watchdog: an item still running `timeout` after it started is reported [`Watched::Stuck`], its thread is
+    /// abandoned (a thread cannot be stopped from outside; it runs on until the process exits) and a fresh one
+    /// takes its place, until `abandoned_max` threads were abandoned: the items not yet started are then
+    /// [`Watched::NotRun`]. Results come back in item order. A panic in `f` propagates to the caller.
+    pub fn map_watched<T: Send + 'static, R: Send + 'static>(
+        jobs: usize,
+        items: Vec<T>,
+        timeout: Duration,
+        abandoned_max: usize,
+        f: Arc<dyn Fn(T) -> R + Send + Sync>,
+    ) -> Vec<Watched<R>> {
+        let count = items.len();
+        let (sender, receiver) = std::sync::mpsc::channel();
+        let queue = Arc::new(Mutex::new(items.into_iter().enumerate().collect()));
+        let pool = WatchedPool { queue: Arc::clone(&queue), sender, f };
+        for _ in 0..jobs.clamp(1, PARALLEL_JOBS_MAX).min(count) {
+            pool.start_worker();
+        }
+        let mut results: Vec<Option<Watched<R>>> = (0..count).map(|_| None).collect();
+        let mut running: std::collections::BTreeMap<usize, Instant> = std::collections::BTreeMap::new();
+        let mut resolved = 0;
+        let mut abandoned = 0;
+        while resolved < count {
+            let wait = running.values().map(|started| timeout.saturating_sub(started.elapsed())).min();
+            let message = match wait {
+                Some(wait) => receiver.recv_timeout(wait).ok(),
+                None => receiver.recv().ok(),
+            };
+            match message {
+                Some(WatchedMessage::Started(index)) => {
+                    running.insert(index, Instant::now());
+                }
+                // A finish after the watchdog gave up on the item is too late: it stays stuck.
+                Some(WatchedMessage::Finished(index, result)) if running.remove(&index).is_some() => {
+                    let value = result.unwrap_or_else(|payload| std::panic::resume_unwind(payload));
+                    results[index] = Some(Watched::Done(value));
+                    resolved += 1;
+                }
+                Some(WatchedMessage::Finished(..)) | None => {}
+            }
+            let overdue: Vec<usize> =
+                running.iter().filter(|(_, started)| started.elapsed() >= timeout).map(|(index, _)| *index).collect();
+            for index in overdue {
+                let started = running.remove(&index).expect("overdue items are running");
+                results[index] = Some(Watched::Stuck { elapsed: started.elapsed() });
+                resolved += 1;
+                abandoned += 1;
+                if abandoned < abandoned_max {
+                    pool.start_worker();
+                    continue;
+                }
+                let mut queue = queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                for (index, _) in queue.drain(..) {
+                    results[index] = Some(Watched::NotRun);
+                    resolved += 1;
+                }
+            }
+        }
+        assert!(running.is_empty(), "map_watched returned with items running");
+        results.into_iter().map(|result| result.expect("every item was resolved")).collect()
+    }
+}
+
+/// What a child process started by [`RealEnv::output_within`] left.
+#[derive(Debug)]
+pub struct ChildOutput {
+    /// How it exited; `None` when it was killed after the timeout.
+    pub status: Option<std::process::ExitStatus>,
+    /// Wall-clock time from start to exit (or kill).
+    pub elapsed: Duration,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+}
+
+/// How often [`RealEnv::output_within`] checks whether its child exited.
+pub const CHILD_POLL_INTERVAL: Duration = Duration::from_millis(5);
+
+impl RealEnv {
+    /// Run `command` to completion, its stdout and stderr captured, like `Command::output`, but kill it when it
+    /// runs longer than `timeout` (`None`: no limit); the killed child's output so far is kept.
+    pub fn output_within(command: &mut std::process::Command, timeout: Option<Duration>) -> io::Result<ChildOutput> {
+        use std::io::Read as _;
+        use std::process::Stdio;
+        let started = Instant::now();
+        let mut child = command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
+        let drain = |pipe: Option<Box<dyn Read + Send>>| {
+            std::thread::spawn(move || {
+                let mut bytes = Vec::new();
+                if let Some(mut pipe) = pipe {
+                    let _ = pipe.read_to_end(&mut bytes);
+                }
+                bytes
+            })
+        };
+        let stdout = drain(child.stdout.take().map(|pipe| Box::new(pipe) as Box<dyn Read + Send>));
+        let stderr = drain(child.stderr.take().map(|pipe| Box::new(pipe) as Box<dyn Read + Send>));
+        let status = match timeout {
+            None => Some(child.wait()?),
+            Some(timeout) => loop {
+                if let Some(status) = child.try_wait()? {
+                    break Some(status);
+                }
+                if started.elapsed() >= timeout {
+                    child.kill()?;
+                    child.wait()?;
+                    break None;
+                }
+                std::thread::sleep(CHILD_POLL_INTERVAL.min(timeout));
+            },
+        };
+        let elapsed = started.elapsed();
+        let stdout = stdout.join().unwrap_or_default();
+        let stderr = stderr.join().unwrap_or_default();
+        Ok(ChildOutput { status, elapsed, stdout, stderr })
     }
 }

@@ -5,6 +5,8 @@ use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::hash::Hasher;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use env::{DeterministicRng, SimEnv, StableHasher};
 use serde::{Deserialize, Serialize};
@@ -74,7 +76,8 @@ pub struct Failure {
     /// Index of the failing step; the step count itself for the liveness phase and final crash.
     pub step: u64,
     /// `open`, `generate`, `step`, `liveness` (faults healed, the target's `healthy`), `final_crash` (the last power
-    /// cut and its recovery), or `process` (a child process that aborted).
+    /// cut and its recovery), `process` (a child process that aborted or was killed), or `finale` (a seed stuck
+    /// in the liveness phase or the final crash, [`Progress`]).
     pub phase: String,
     pub invariant: String,
     pub kind: FailureKind,
@@ -317,6 +320,45 @@ fn guarded<R>(what: &str, f: impl FnOnce() -> Result<R, Violation>) -> Result<R,
     }
 }
 
+/// How far the run on some thread got (its phase and step), published for a watchdog on another thread that
+/// must say where a seed got stuck (ADR-0098). One relaxed atomic store per step.
+#[derive(Debug, Default)]
+pub struct Progress(AtomicU64);
+
+/// [`Progress`]: the phase, in the top two bits (0 open, 1 step, 2 finale), above the step.
+const PROGRESS_PHASE_SHIFT: u32 = 62;
+
+impl Progress {
+    fn publish(phase: u64, step: u64) {
+        PROGRESS.with(|slot| {
+            if let Some(progress) = slot.borrow().as_ref() {
+                progress.0.store((phase << PROGRESS_PHASE_SHIFT) | step, Ordering::Relaxed);
+            }
+        });
+    }
+
+    /// The phase (`open`, `step` or `finale`) and step the run reached.
+    pub fn reached(&self) -> (&'static str, u64) {
+        let value = self.0.load(Ordering::Relaxed);
+        let phase = match value >> PROGRESS_PHASE_SHIFT {
+            0 => "open",
+            1 => "step",
+            _ => "finale",
+        };
+        (phase, value & ((1 << PROGRESS_PHASE_SHIFT) - 1))
+    }
+}
+
+thread_local! {
+    /// Where runs on this thread publish their progress ([`publish_progress_to`]).
+    static PROGRESS: std::cell::RefCell<Option<Arc<Progress>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs on this thread publish their phase and step to `progress` from now on (`None`: nowhere).
+pub fn publish_progress_to(progress: Option<Arc<Progress>>) {
+    PROGRESS.with(|slot| *slot.borrow_mut() = progress);
+}
+
 /// Turns a canary on for this thread for the length of one run, and off again after it (ADR-0020).
 struct CanaryGuard<T: Target>(std::marker::PhantomData<T>);
 
@@ -361,6 +403,7 @@ fn execute<T: Target>(
     let mut run = Run::<T> { recorder: Recorder::new(seed, options), failure: None, panicked: false, steps_run: 0 };
     let steps_total = replay.map_or(options.steps, |steps| steps.len() as u64);
     let (world, config) = (schedule.world.clone(), schedule.config.clone());
+    Progress::publish(0, 0);
     env.set_work_limit(Some(work_limit(0, false)));
     let mut session = match guarded("open", || Session::<T>::start(env.clone(), &world, &config)) {
         Ok(session) => session,
@@ -371,6 +414,7 @@ fn execute<T: Target>(
     };
     run_steps(&mut run, &mut session, &mut schedule, replay, steps_total);
     if run.failure.is_none() {
+        Progress::publish(2, run.steps_run);
         env.set_step(run.steps_run);
         env.set_work_limit(Some(work_limit(run.steps_run, true)));
         if let Err(violation) = guarded("finale", || session.finale()) {
@@ -415,6 +459,7 @@ fn run_steps<T: Target>(
                 }
             },
         };
+        Progress::publish(1, index);
         env.set_step(index);
         env.set_work_limit(Some(work_limit(index + 1, false)));
         run.steps_run += 1;

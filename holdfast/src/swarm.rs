@@ -2,19 +2,27 @@
 
 use std::collections::BTreeSet;
 use std::ops::Range;
+use std::sync::Arc;
+use std::time::Duration;
 
 use env::random::keyed;
-use env::{FaultKind, RealEnv};
+use env::{FaultKind, RealEnv, Watched};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{ExplicitFaults, WorldConfig};
-use crate::runner::{Failure, Outcome, OutcomeOf, RunOptions, configure, run_target};
-use crate::target::{Coverage, PROBE_COUNTER_PREFIX, SeedParallelism, Target, probe_counter};
+use crate::runner::{Failure, Outcome, OutcomeOf, Progress, RunOptions, configure, publish_progress_to, run_target};
+use crate::schedule::Schedule;
+use crate::target::{Coverage, FailureKind, PROBE_COUNTER_PREFIX, SeedParallelism, Target, probe_counter};
 
 /// The most seeds one swarm may run.
 pub const SWARM_SEEDS_MAX: u64 = 1 << 40;
 /// Seeds handed to the worker threads at a time, per job (outcomes are then folded in seed order).
 pub const SEEDS_PER_JOB_BATCH_MAX: usize = 4;
+/// The invariant of a seed the wall-clock watchdog gave up on (ADR-0098).
+pub const STUCK_INVARIANT: &str = "liveness.stuck";
+/// Stuck seeds one in-process swarm abandons before it stops: each leaves its thread running (spinning, perhaps)
+/// until the process exits, so past this many the rest of the swarm would run on a machine they slow down.
+pub const STUCK_SEEDS_MAX: usize = 16;
 
 /// Which seeds to run and how.
 #[derive(Clone, Debug)]
@@ -29,6 +37,9 @@ pub struct SwarmOptions {
     /// the failure list and the digest do not depend on it.
     pub jobs: usize,
     pub run: RunOptions,
+    /// The wall-clock watchdog (ADR-0098): a seed still running after this long fails as [`STUCK_INVARIANT`]
+    /// and its thread is abandoned. `None`: no watchdog (a seed that never returns hangs the swarm).
+    pub seed_timeout: Option<Duration>,
 }
 
 impl SwarmOptions {
@@ -170,34 +181,137 @@ fn fault_counter(kind: FaultKind) -> String {
 }
 
 /// Run every seed of the shard against `T` on `options.jobs` threads, calling `on_outcome` after each in seed
-/// order.
+/// order. Under the watchdog (`options.seed_timeout`), a stuck seed's outcome carries a [`STUCK_INVARIANT`]
+/// failure; after [`STUCK_SEEDS_MAX`] stuck seeds (after the first, for a target whose seeds share process-wide
+/// state) the swarm stops, and the summary's `seeds_run` says how far it got.
 pub fn run_swarm<T: Target>(options: &SwarmOptions, mut on_outcome: impl FnMut(&OutcomeOf<T>)) -> SwarmSummary {
     assert!(options.seeds.end - options.seeds.start <= SWARM_SEEDS_MAX, "swarm above SWARM_SEEDS_MAX seeds");
     // A target whose seeds share process-wide state runs them one at a time in-process (ADR-0050).
-    let jobs = if T::PARALLELISM == SeedParallelism::Threads { options.jobs.max(1) } else { 1 };
+    let threads = T::PARALLELISM == SeedParallelism::Threads;
+    let jobs = if threads { options.jobs.max(1) } else { 1 };
+    let stuck_max = if threads { STUCK_SEEDS_MAX } else { 1 };
     let mut summary = SwarmSummary::for_target::<T>();
     let mut seeds = options.shard_seeds();
+    let mut stuck = 0;
     loop {
         let batch: Vec<u64> = seeds.by_ref().take(jobs * SEEDS_PER_JOB_BATCH_MAX).collect();
         if batch.is_empty() {
             return summary;
         }
-        let outcomes = RealEnv::map_parallel(jobs, batch, |seed| {
-            let started = RealEnv::thread_cpu_time();
-            let mut outcome = run_target::<T>(seed, &options.run);
-            outcome.cpu_nanos = started
-                .zip(RealEnv::thread_cpu_time())
-                .map(|(start, end)| u64::try_from(end.saturating_sub(start).as_nanos()).unwrap_or(u64::MAX));
-            outcome
-        });
+        let outcomes: Vec<Option<OutcomeOf<T>>> = match options.seed_timeout {
+            None => RealEnv::map_parallel(jobs, batch, |seed| Some(timed_run::<T>(seed, &options.run))),
+            Some(timeout) => watched_outcomes::<T>(jobs, batch, &options.run, timeout, stuck_max - stuck),
+        };
         for outcome in outcomes {
+            // Not run: the watchdog abandoned `stuck_max` threads.
+            let Some(outcome) = outcome else { return summary };
+            stuck += usize::from(outcome.failure.as_ref().is_some_and(|failure| failure.invariant == STUCK_INVARIANT));
             summary.add(&outcome, required_coverage::<T>(&outcome.schedule.world, &outcome.schedule.config));
             on_outcome(&outcome);
             if options.stop_on_failure && !outcome.passed() {
                 return summary;
             }
         }
+        if stuck >= stuck_max {
+            return summary;
+        }
     }
+}
+
+/// Run `seed`, measuring the CPU time of the thread that ran it.
+fn timed_run<T: Target>(seed: u64, options: &RunOptions) -> OutcomeOf<T> {
+    let started = RealEnv::thread_cpu_time();
+    let mut outcome = run_target::<T>(seed, options);
+    outcome.cpu_nanos = started
+        .zip(RealEnv::thread_cpu_time())
+        .map(|(start, end)| u64::try_from(end.saturating_sub(start).as_nanos()).unwrap_or(u64::MAX));
+    outcome
+}
+
+/// Run `seeds` with `run` on `jobs` threads under the wall-clock watchdog ([`RealEnv::map_watched`]), each
+/// seed publishing its progress: its outcome, or (stuck) its [`stuck_failure`], or (not run) nothing. Generic
+/// over the configuration and operation types only, not the target: they are `'static`, as a detached thread
+/// needs.
+pub fn watched_runs<C, O>(
+    run: fn(u64, &RunOptions) -> Outcome<C, O>,
+    jobs: usize,
+    seeds: Vec<u64>,
+    options: &RunOptions,
+    timeout: Duration,
+    stuck_max: usize,
+) -> Vec<Option<Result<Outcome<C, O>, Failure>>>
+where
+    C: Send + 'static,
+    O: Send + 'static,
+{
+    let progress: Vec<Arc<Progress>> = seeds.iter().map(|_| Arc::default()).collect();
+    let items: Vec<(u64, Arc<Progress>)> = seeds.iter().copied().zip(progress.iter().cloned()).collect();
+    let shared = options.clone();
+    let task = Arc::new(move |(seed, progress): (u64, Arc<Progress>)| {
+        publish_progress_to(Some(progress));
+        let outcome = run(seed, &shared);
+        publish_progress_to(None);
+        outcome
+    });
+    let watched = RealEnv::map_watched(jobs, items, timeout, stuck_max, task);
+    let runs = watched.into_iter().zip(seeds.iter().zip(&progress));
+    runs.map(|(watched, (&seed, progress))| match watched {
+        Watched::Done(outcome) => Some(Ok(outcome)),
+        Watched::Stuck { .. } => Some(Err(stuck_failure(seed, progress, timeout))),
+        Watched::NotRun => None,
+    })
+    .collect()
+}
+
+/// The failure of a seed the watchdog gave up on, at the phase and step it reached. It says nothing of the time
+/// the watchdog took to notice, so the summary stays the same for every `--jobs` and machine.
+pub fn stuck_failure(seed: u64, progress: &Progress, timeout: Duration) -> Failure {
+    let (phase, step) = progress.reached();
+    Failure {
+        seed,
+        step,
+        phase: phase.to_string(),
+        invariant: STUCK_INVARIANT.to_string(),
+        kind: FailureKind::Liveness,
+        expected: format!("the seed finishes within the --seed-timeout of {} s (wall clock)", timeout.as_secs_f64()),
+        actual: format!("still running at the timeout, in phase {phase} at step {step}; its thread was abandoned"),
+        evidence: None,
+        last_steps: Vec::new(),
+    }
+}
+
+/// The outcome of a stuck seed: its failure, digest 0 (its run never ended), no coverage, and a schedule with
+/// the seed's configuration but no steps (`--seed` replays it, not the schedule).
+pub fn stuck_outcome<T: Target>(failure: Failure, options: &RunOptions) -> OutcomeOf<T> {
+    let seed = failure.seed;
+    let (world, config) = configure::<T>(seed, options.profile).unwrap_or_else(|error| panic!("{error}"));
+    Outcome {
+        seed,
+        steps_run: failure.step,
+        failure: Some(failure),
+        digest: 0,
+        coverage: Coverage::default(),
+        work_steps: 0,
+        step_digests: Vec::new(),
+        trace: Vec::new(),
+        cpu_nanos: None,
+        schedule: Schedule::new(T::NAME, seed, world, config),
+    }
+}
+
+/// Run `seeds` of `T` under the watchdog: outcomes in seed order (stuck seeds' as [`stuck_outcome`]), `None` for
+/// a seed not run.
+pub fn watched_outcomes<T: Target>(
+    jobs: usize,
+    seeds: Vec<u64>,
+    options: &RunOptions,
+    timeout: Duration,
+    stuck_max: usize,
+) -> Vec<Option<OutcomeOf<T>>> {
+    let runs = watched_runs(timed_run::<T>, jobs, seeds, options, timeout, stuck_max);
+    let outcome =
+        |run: Result<OutcomeOf<T>, Failure>| run.unwrap_or_else(|failure| stuck_outcome::<T>(failure, options));
+    runs.into_iter().map(|run| run.map(outcome)).collect()
 }
 
 /// The required counters of `seed` without running it (for a child process that aborted).

@@ -249,3 +249,42 @@ fn thread_cpu_time_resolves_well_below_a_scheduler_tick() {
     }
     assert!(fine > BURSTS_MAX / 2, "only {fine} of {BURSTS_MAX} bursts measured between 0 and 2 ms");
 }
+
+/// The watchdog under a swarm (ADR-0098): an item that runs past the timeout is `Stuck` and its thread abandoned
+/// (a fresh one runs the rest), until `abandoned_max` threads were abandoned; then the items not started are
+/// `NotRun`. The stuck items here spin on a flag without calling `Env`, and are released at the end.
+#[test]
+fn map_watched_reports_stuck_items_and_stops_after_abandoning_the_most_threads() {
+    use env::Watched;
+    use std::sync::atomic::AtomicBool;
+    use std::time::Duration;
+    let release = Arc::new(AtomicBool::new(false));
+    let spin_on_odd = {
+        let release = Arc::clone(&release);
+        Arc::new(move |item: u64| {
+            while item % 2 == 1 && !release.load(Ordering::Relaxed) {
+                std::hint::spin_loop();
+            }
+            item * 10
+        })
+    };
+    let timeout = Duration::from_millis(200);
+    let shape = |results: Vec<Watched<u64>>| -> Vec<Option<u64>> {
+        results
+            .into_iter()
+            .map(|result| match result {
+                Watched::Done(value) => Some(value),
+                Watched::Stuck { elapsed } => {
+                    assert!(elapsed >= timeout, "stuck after {elapsed:?}, before the timeout");
+                    None
+                }
+                Watched::NotRun => Some(u64::MAX),
+            })
+            .collect()
+    };
+    let results = RealEnv::map_watched(2, vec![0, 1, 2, 3, 4], timeout, 16, spin_on_odd.clone());
+    assert_eq!(shape(results), vec![Some(0), None, Some(20), None, Some(40)]);
+    let results = RealEnv::map_watched(1, vec![2, 5, 6, 8], timeout, 1, spin_on_odd);
+    assert_eq!(shape(results), vec![Some(20), None, Some(u64::MAX), Some(u64::MAX)], "stopped after one stuck item");
+    release.store(true, Ordering::Relaxed);
+}

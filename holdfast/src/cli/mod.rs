@@ -8,7 +8,7 @@
 //!
 //! Every flag works for every registered target: `--seed`, `--seeds` (swarm), `--shard`, `--json`, `--shrink`,
 //! `--save`, `--replay`, `--trace`, `--check-determinism`, `--require-coverage`, `--require-probes`, `--isolate`,
-//! `--bench`, `--fault-profile` (where the target has the profile), `--canary` (where it has canaries) and `--dot`
+//! `--seed-timeout`, `--bench`, `--fault-profile` (where the target has the profile), `--canary` (where it has canaries) and `--dot`
 //! (where it renders failures). The first registered target is the default `--target`.
 //!
 //! Structure: [`Args`] parses; [`Mode::from_args`] picks one mode; each mode is one function returning an exit
@@ -40,6 +40,12 @@ pub const EXIT_PASS: u8 = 0;
 pub const EXIT_FAIL: u8 = 1;
 /// Exit code of bad input.
 pub const EXIT_BAD_INPUT: u8 = 2;
+/// The default `--seed-timeout`: this many seconds per 1000 steps (ADR-0098)...
+pub const SEED_TIMEOUT_S_PER_1000_STEPS: u64 = 300;
+/// ...and at least this many.
+pub const SEED_TIMEOUT_S_MIN: u64 = 300;
+/// The longest `--seed-timeout` (a week).
+pub const SEED_TIMEOUT_S_MAX: u64 = 7 * 24 * 3600;
 /// Where `--save` writes seed files when this environment variable names a directory.
 pub const SEEDS_DIR_ENV_VAR: &str = "SIMULATOR_SEEDS_DIR";
 
@@ -89,10 +95,20 @@ pub struct Args {
     #[arg(long, value_name = "I/N", value_parser = parse_shard)]
     pub shard: Option<(u64, u64)>,
 
-    /// Swarm: print the summary as one JSON object on stdout (seeds run, failures, coverage totals, required
-    /// and missing coverage, digest), for merging shards.
+    /// Swarm: print the summary as one JSON object on stdout (seeds run, failures, their replay commands,
+    /// coverage totals, required and missing coverage, digest), for merging shards. Stdout then holds that one
+    /// object and nothing else: progress and failure lines go to stderr.
     #[arg(long, global = true)]
     pub json: bool,
+
+    /// Wall-clock watchdog, in seconds per seed (0 turns it off): a seed still running after this long fails as
+    /// `liveness.stuck`, with the phase and step it reached and its replay command, and the swarm goes on. Its
+    /// thread cannot be stopped: it is abandoned and runs until the process exits, after the summary (with
+    /// --isolate the child process is killed instead); after 16 stuck seeds the swarm stops. Applies to --seeds
+    /// and --seed runs, not to --replay, --check-determinism or --bench. Default: 300 s per 1000 --steps, and at
+    /// least 300 s (ADR-0098).
+    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(0..=SEED_TIMEOUT_S_MAX))]
+    pub seed_timeout: Option<u64>,
 
     /// Swarm: exit 1 if any coverage counter the swarm's configurations require is zero (every enabled fault
     /// kind, every crash place, BUGGIFY sites fired, the target's own), printing which.
@@ -213,6 +229,14 @@ impl Args {
     /// Seeds run at once (`--jobs`, else the number of cores).
     pub fn jobs(&self) -> usize {
         self.jobs.map_or_else(RealEnv::cores, |jobs| usize::try_from(jobs).expect("at most 256"))
+    }
+
+    /// The watchdog's limit per seed: `--seed-timeout` (0: none), else the default for `--steps` (ADR-0098).
+    pub fn seed_timeout(&self) -> Option<std::time::Duration> {
+        let default_s =
+            (self.steps.div_ceil(1000) * SEED_TIMEOUT_S_PER_1000_STEPS).clamp(SEED_TIMEOUT_S_MIN, SEED_TIMEOUT_S_MAX);
+        let seconds = self.seed_timeout.unwrap_or(default_s);
+        (seconds > 0).then(|| std::time::Duration::from_secs(seconds))
     }
 
     /// The options every run of this command uses.

@@ -114,12 +114,24 @@ fn single_mode<T: Target>(context: &Context<'_>, seed: u64) -> u8 {
     };
     println!("seed: {seed} (0x{seed:x}) target: {} steps: {}", T::NAME, args.steps);
     println!("{}", describe::<T>(&crate::Schedule::new(T::NAME, seed, world, config)));
-    let outcome = run_target::<T>(seed, &options);
+    let outcome = match args.seed_timeout() {
+        None => run_target::<T>(seed, &options),
+        // Under the watchdog (ADR-0098): the seed runs on a thread of its own, abandoned if it gets stuck.
+        Some(timeout) => crate::swarm::watched_outcomes::<T>(1, vec![seed], &options, timeout, 1)
+            .pop()
+            .flatten()
+            .expect("one seed, run or stuck"),
+    };
     if !write_outputs::<T>(context, &outcome) {
         return EXIT_BAD_INPUT;
     }
-    let command = format!("{} {}--seed {seed} --steps {}", context.command(), context.selection(), args.steps);
+    let command = super::swarm::replay_command(context, seed);
     let code = report_run::<T, _, _>(&outcome, &command, args.dot.as_deref());
+    let stuck = outcome.failure.as_ref().is_some_and(|failure| failure.invariant == crate::swarm::STUCK_INVARIANT);
+    if args.shrink && stuck {
+        println!("shrink: a stuck seed never finished, so it has no schedule to shrink");
+        return code;
+    }
     if args.shrink && !outcome.passed() {
         return super::save::shrink_and_report::<T>(context, &outcome.schedule, &options);
     }

@@ -1,15 +1,17 @@
 //! The swarm mode: many seeds in-process or in child processes, a progress bar, a summary (text or JSON).
 
+use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use env::RealEnv;
+use env::{ChildOutput, RealEnv};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::{Args, Context, EXIT_FAIL, EXIT_PASS, bad_input, read_file};
 use crate::runner::{Failure, PANIC_VERBOSE_ENV_VAR, RunOptions};
 use crate::schedule::ScheduleOf;
-use crate::swarm::{SwarmOptions, SwarmSummary, required_for_seed, run_swarm, seed_digest};
+use crate::swarm::{STUCK_INVARIANT, SwarmOptions, SwarmSummary, required_for_seed, run_swarm, seed_digest};
 use crate::target::{FailureKind, Target, probe_counter};
 
 /// The most bytes of a child's stderr a `no_abort` failure quotes.
@@ -25,12 +27,15 @@ fn progress_bar(seeds: u64) -> ProgressBar {
     bar
 }
 
-/// Print a line above the progress bar (or plainly when the bar is hidden, e.g. output to a file).
-fn print_line(bar: &ProgressBar, line: String) {
-    if bar.is_hidden() {
-        println!("{line}");
-    } else {
+/// Print a line above the progress bar (or plainly when the bar is hidden, e.g. output to a file): on stderr
+/// under `--json`, whose stdout is the one summary object (ADR-0097).
+fn print_line(bar: &ProgressBar, json: bool, line: String) {
+    if !bar.is_hidden() {
         bar.println(line);
+    } else if json {
+        eprintln!("{line}");
+    } else {
+        println!("{line}");
     }
 }
 
@@ -43,6 +48,7 @@ pub(super) fn swarm_mode<T: Target>(context: &Context<'_>) -> u8 {
         stop_on_failure: args.stop_on_failure,
         jobs: args.jobs(),
         run: args.run_options(),
+        seed_timeout: args.seed_timeout(),
     };
     let seeds_total = options.shard_seeds().count() as u64;
     let bar = progress_bar(seeds_total);
@@ -54,7 +60,7 @@ pub(super) fn swarm_mode<T: Target>(context: &Context<'_>) -> u8 {
             "FAIL seed={} step={} invariant={} ({})",
             failure.seed, failure.step, failure.invariant, failure.kind
         );
-        print_line(bar, line);
+        print_line(bar, args.json, line);
         bar.set_message(format!("{failures} failed"));
     };
     // A one-seed swarm gains nothing from a child process (and each child is one).
@@ -65,7 +71,8 @@ pub(super) fn swarm_mode<T: Target>(context: &Context<'_>) -> u8 {
     } else {
         run_swarm::<T>(&options, |outcome| {
             if let Some(failure) = &outcome.failure {
-                if first_failing.is_none() {
+                // A stuck seed's schedule has no steps: there is nothing to shrink.
+                if first_failing.is_none() && failure.invariant != STUCK_INVARIANT {
                     first_failing = Some(outcome.schedule.clone());
                 }
                 on_failure(failure, &bar);
@@ -74,7 +81,15 @@ pub(super) fn swarm_mode<T: Target>(context: &Context<'_>) -> u8 {
         })
     };
     bar.finish_and_clear();
-    let code = print_summary(args, &summary, |summary, missing| print_swarm_text(context, summary, missing));
+    if summary.seeds_run < seeds_total && !args.stop_on_failure {
+        let stuck = summary.failures.iter().filter(|failure| failure.invariant == STUCK_INVARIANT).count();
+        eprintln!(
+            "swarm stopped after {stuck} stuck seeds (their threads still run): {} of {seeds_total} seeds not run",
+            seeds_total - summary.seeds_run
+        );
+    }
+    let replay = replay_commands(context, &summary);
+    let code = print_summary(args, &summary, &replay, |summary, missing| print_counts(args, summary, missing));
     if args.shrink
         && let Some(schedule) = &first_failing
     {
@@ -82,13 +97,29 @@ pub(super) fn swarm_mode<T: Target>(context: &Context<'_>) -> u8 {
     }
     if args.shrink && isolate && !summary.failures.is_empty() {
         println!("shrink: an isolated swarm does not keep schedules; shrink one seed with --seed N --shrink");
+    } else if args.shrink && first_failing.is_none() && !summary.failures.is_empty() {
+        println!("shrink: a stuck seed never finished, so it has no schedule to shrink");
     }
     code
 }
 
+/// The command that replays `seed` of this run: `<command> <selection>--seed N --steps S`, with the
+/// `--seed-timeout` when the run set one.
+pub(super) fn replay_command(context: &Context<'_>, seed: u64) -> String {
+    let args = context.args;
+    let timeout = args.seed_timeout.map(|seconds| format!(" --seed-timeout {seconds}")).unwrap_or_default();
+    format!("{} {}--seed {seed} --steps {}{timeout}", context.command(), context.selection(), args.steps)
+}
+
+/// Each failing seed's replay command.
+fn replay_commands(context: &Context<'_>, summary: &SwarmSummary) -> BTreeMap<u64, String> {
+    summary.failures.iter().map(|failure| (failure.seed, replay_command(context, failure.seed))).collect()
+}
+
 /// Run each seed of the swarm as `<this binary> --target T --seeds N..N+1 --json` in a child process (`--jobs` of
 /// them at once) and merge the summaries in seed order. A child that does not exit 0 or 1 with a summary (it
-/// aborted) becomes a `no_abort` failure of its seed.
+/// aborted) becomes a `no_abort` failure of its seed; a child still running after `--seed-timeout` is killed
+/// and becomes a `liveness.stuck` failure (ADR-0098).
 fn isolated_swarm<T: Target>(
     context: &Context<'_>,
     options: &SwarmOptions,
@@ -101,6 +132,8 @@ fn isolated_swarm<T: Target>(
         let mut command = std::process::Command::new(&exe);
         command.args(["--target", T::NAME, "--seeds", &format!("{seed}..{}", seed + 1), "--json", "--jobs", "1"]);
         command.args(["--steps", &args.steps.to_string()]);
+        // The parent's watchdog kills the child; the child runs none of its own.
+        command.args(["--seed-timeout", "0"]);
         if let Some(profile) = &args.fault_profile {
             command.args(["--fault-profile", profile]);
         }
@@ -108,7 +141,8 @@ fn isolated_swarm<T: Target>(
             command.args(["--canary", canary]);
         }
         command.env(PANIC_VERBOSE_ENV_VAR, "1");
-        child_summary::<T>(seed, &options.run, command.output())
+        let output = RealEnv::output_within(&mut command, options.seed_timeout);
+        child_summary::<T>(seed, &options.run, options.seed_timeout, output)
     };
     let mut summary = SwarmSummary::for_target::<T>();
     let seeds: Vec<u64> = options.shard_seeds().collect();
@@ -127,19 +161,29 @@ fn isolated_swarm<T: Target>(
     summary
 }
 
-/// The summary a child printed, or a `no_abort` failure when it printed none.
+/// The summary a child printed; a `liveness.stuck` failure when it was killed after `timeout`, a `no_abort`
+/// failure when it exited without a summary.
 fn child_summary<T: Target>(
     seed: u64,
     run: &RunOptions,
-    output: std::io::Result<std::process::Output>,
+    timeout: Option<Duration>,
+    output: std::io::Result<ChildOutput>,
 ) -> SwarmSummary {
     let (status, stdout, stderr) = match output {
-        Ok(output) => (format!("{}", output.status), output.stdout, output.stderr),
+        Ok(ChildOutput { status: None, .. }) => {
+            let timeout = timeout.expect("only a child with a timeout is killed");
+            let mut failure = crate::swarm::stuck_failure(seed, &crate::runner::Progress::default(), timeout);
+            failure.phase = "process".into();
+            failure.actual = "the child process still ran at the timeout and was killed".into();
+            return failed_child::<T>(failure, run);
+        }
+        Ok(output) => {
+            (output.status.map(|status| status.to_string()).unwrap_or_default(), output.stdout, output.stderr)
+        }
         Err(error) => (format!("could not start: {error}"), Vec::new(), Vec::new()),
     };
     let text = String::from_utf8_lossy(&stdout);
-    let parsed = text.lines().last().and_then(|line| serde_json::from_str::<SwarmJson>(line).ok());
-    if let Some(json) = parsed {
+    if let Ok(json) = serde_json::from_str::<SwarmJson>(text.trim()) {
         return json.summary;
     }
     let stderr = String::from_utf8_lossy(&stderr);
@@ -156,6 +200,12 @@ fn child_summary<T: Target>(
         evidence: None,
         last_steps: Vec::new(),
     };
+    failed_child::<T>(failure, run)
+}
+
+/// The one-seed summary of a child process that failed without a summary of its own.
+fn failed_child<T: Target>(failure: Failure, run: &RunOptions) -> SwarmSummary {
+    let seed = failure.seed;
     let digest = seed_digest(seed, 0);
     let mut summary = SwarmSummary { seeds_run: 1, failures: vec![failure], digest, ..SwarmSummary::for_target::<T>() };
     summary.required.extend(required_for_seed::<T>(seed, run));
@@ -171,6 +221,9 @@ struct SwarmJson {
     missing_coverage: Vec<String>,
     #[serde(default)]
     probes_never_hit: Vec<String>,
+    /// Each failing seed's replay command, by seed (ADR-0097).
+    #[serde(default)]
+    replay_commands: BTreeMap<u64, String>,
 }
 
 /// Required counters at zero: the configurations' (`SwarmSummary::missing_coverage`), and with `--require-probes`
@@ -183,47 +236,64 @@ fn missing_coverage(args: &Args, summary: &SwarmSummary) -> Vec<String> {
     missing
 }
 
-/// Print a summary as `--json` or text (`text` prints the body), then the digest; the exit code.
-fn print_summary(args: &Args, summary: &SwarmSummary, text: impl FnOnce(&SwarmSummary, &[String])) -> u8 {
+/// Print a summary as `--json` (one object, the only thing on stdout) or text (`text` prints the counts, then
+/// every failure with its replay command), then the digest; the exit code.
+fn print_summary(
+    args: &Args,
+    summary: &SwarmSummary,
+    replay: &BTreeMap<u64, String>,
+    text: impl FnOnce(&SwarmSummary, &[String]),
+) -> u8 {
     let missing = missing_coverage(args, summary);
     let coverage_failed = args.requires_coverage() && !missing.is_empty();
     let code = if !summary.failures.is_empty() || coverage_failed { EXIT_FAIL } else { EXIT_PASS };
     if args.json {
         let probes_never_hit = summary.probes_never_hit();
-        let json = SwarmJson { summary: summary.clone(), missing_coverage: missing, probes_never_hit };
+        let json = SwarmJson {
+            summary: summary.clone(),
+            missing_coverage: missing,
+            probes_never_hit,
+            replay_commands: replay.clone(),
+        };
         println!("{}", serde_json::to_string(&json).expect("a summary serializes"));
         return code;
     }
     text(summary, &missing);
+    for failure in &summary.failures {
+        let command = replay.get(&failure.seed).cloned().unwrap_or_else(|| format!("--seed {}", failure.seed));
+        println!(
+            "failed: seed={} step={} invariant={} kind={} replay: {command}",
+            failure.seed, failure.step, failure.invariant, failure.kind
+        );
+    }
+    if let Some(first) = summary.failures.first() {
+        println!("first failure: seed={} step={} invariant={}", first.seed, first.step, first.invariant);
+    }
     println!("digest: {:016x}", summary.digest);
     code
 }
 
-/// `merge FILE...`: fold shard summaries into one, printed as a swarm's.
+/// `merge FILE...`: fold shard summaries (and their replay commands) into one, printed as a swarm's.
 pub(super) fn merge_mode(args: &Args, files: &[PathBuf]) -> u8 {
     let mut merged = SwarmSummary::default();
+    let mut replay = BTreeMap::new();
     for path in files {
         match read_shard(path) {
-            Ok(shard) => merged.merge(&shard),
+            Ok(shard) => {
+                merged.merge(&shard.summary);
+                replay.extend(shard.replay_commands);
+            }
             Err(error) => return bad_input(&error),
         }
     }
-    print_summary(args, &merged, |summary, missing| {
-        print_counts(args, summary, missing);
-        for failure in &summary.failures {
-            let line = format!("{} (run with --seed {} to replay)", failure.invariant, failure.seed);
-            println!("failed: seed={} step={} kind={} invariant={line}", failure.seed, failure.step, failure.kind);
-        }
-    })
+    print_summary(args, &merged, &replay, |summary, missing| print_counts(args, summary, missing))
 }
 
-/// One shard's `--json` summary (its last line).
-fn read_shard(path: &Path) -> Result<SwarmSummary, String> {
+/// One shard's `--json` summary: the whole file is one JSON object (ADR-0097).
+fn read_shard(path: &Path) -> Result<SwarmJson, String> {
     let text = read_file(path)?;
-    let line = text.lines().rev().find(|line| !line.trim().is_empty()).unwrap_or_default();
-    serde_json::from_str::<SwarmJson>(line)
-        .map(|json| json.summary)
-        .map_err(|error| format!("{}: not a swarm --json summary: {error}", path.display()))
+    serde_json::from_str::<SwarmJson>(text.trim())
+        .map_err(|error| format!("{}: not a swarm --json summary (one JSON object): {error}", path.display()))
 }
 
 /// Seeds, coverage totals, probes and required coverage.
@@ -258,26 +328,5 @@ fn print_probes(summary: &SwarmSummary) {
     println!("probes: {} of {} hit", summary.declared_probes.len() - never.len(), summary.declared_probes.len());
     if !never.is_empty() {
         println!("never hit: {}", never.join(", "));
-    }
-}
-
-fn print_swarm_text(context: &Context<'_>, summary: &SwarmSummary, missing: &[String]) {
-    let args = context.args;
-    print_counts(args, summary, missing);
-    for failure in &summary.failures {
-        println!(
-            "failed: seed={} step={} invariant={} kind={} replay: {} {}--seed {} --steps {}",
-            failure.seed,
-            failure.step,
-            failure.invariant,
-            failure.kind,
-            context.command(),
-            context.selection(),
-            failure.seed,
-            args.steps,
-        );
-    }
-    if let Some(first) = summary.failures.first() {
-        println!("first failure: seed={} step={} invariant={}", first.seed, first.step, first.invariant);
     }
 }

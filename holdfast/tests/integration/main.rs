@@ -1,5 +1,6 @@
 //! The framework's integration tests, one crate: small systems written against the public API as a user would.
 
+mod cli;
 mod common;
 mod spin;
 mod toy;

@@ -141,6 +141,7 @@ fn help_explains_every_flag() {
         "--bench",
         "--fault-profile",
         "--isolate",
+        "--seed-timeout",
         "--dot",
         "--canary",
         "Targets:",

@@ -1,0 +1,177 @@
+//! The command line as a user's binary runs it (the `holdfast-testbed` fixture, whose seeds ending in 3 fail and
+//! seeds ending in 7 spin forever without calling `Env`): `--json` stdout is exactly one object even when seeds
+//! fail (ADR-0097), `merge` lists every failure of such shards with its replay command, and the wall-clock
+//! watchdog turns a stuck seed into `liveness.stuck` while the swarm finishes, in-process, under `--isolate` and
+//! for a single `--seed` (ADR-0098).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use holdfast::env::{ChildOutput, Env, File, OpenOptions, RealEnv};
+use serde_json::Value;
+
+/// Longer than any of these runs takes (a few seconds, the watchdog's included): a run past it is a hang.
+const RUN_TIMEOUT: Duration = Duration::from_secs(120);
+
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+/// Run the fixture binary, killed (and the test failed) if it hangs.
+fn testbed(args: &[&str]) -> Run {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_holdfast-testbed"));
+    command.args(args).env_remove("SIMULATOR_SEED");
+    let ChildOutput { status, elapsed, stdout, stderr } =
+        RealEnv::output_within(&mut command, Some(RUN_TIMEOUT)).expect("the fixture binary starts");
+    let status = status.unwrap_or_else(|| panic!("{args:?} hung: killed after {elapsed:?}"));
+    let (stdout, stderr) = (String::from_utf8_lossy(&stdout).into_owned(), String::from_utf8_lossy(&stderr).into());
+    Run { code: status.code(), stdout, stderr }
+}
+
+/// Stdout parsed as exactly one JSON object: nothing before or after it.
+fn one_object(run: &Run) -> Value {
+    let value: Value = serde_json::from_str(&run.stdout)
+        .unwrap_or_else(|error| panic!("stdout is not one JSON object ({error}): {}", run.stdout));
+    assert!(value.is_object(), "{value}");
+    value
+}
+
+fn scratch(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()))
+}
+
+fn write(path: &Path, text: &str) {
+    let file = RealEnv::new().open(path, OpenOptions::create_truncate()).expect("scratch file");
+    file.write_all_at(0, text.as_bytes()).expect("written");
+}
+
+/// (seed, step, phase, invariant) of each failure in a JSON summary, in order.
+fn failures(summary: &Value) -> Vec<(u64, u64, String, String)> {
+    let list = summary["failures"].as_array().expect("a failure list");
+    let field = |failure: &Value, name: &str| failure[name].as_str().expect("a string field").to_string();
+    let number = |failure: &Value, name: &str| failure[name].as_u64().expect("a number field");
+    list.iter()
+        .map(|failure| {
+            (number(failure, "seed"), number(failure, "step"), field(failure, "phase"), field(failure, "invariant"))
+        })
+        .collect()
+}
+
+fn replay_command(summary: &Value, seed: u64) -> String {
+    summary["replay_commands"][seed.to_string()].as_str().unwrap_or_else(|| panic!("no replay for {seed}")).into()
+}
+
+#[test]
+fn a_failing_shard_prints_one_json_object_and_merge_lists_its_failures_with_replay_commands() {
+    // Seeds 1, 3, 5: seed 3 fails at its third operation; seeds 0, 2, 4, 6 pass.
+    let failing = testbed(&["--seeds", "0..7", "--shard", "1/2", "--steps", "10", "--json"]);
+    assert_eq!(failing.code, Some(1), "{}", failing.stderr);
+    let summary = one_object(&failing);
+    assert_eq!((summary["seeds_run"].as_u64(), summary["seeds_passed"].as_u64()), (Some(3), Some(2)));
+    let planted = failures(&summary);
+    assert_eq!(planted.len(), 1, "{planted:?}");
+    assert_eq!((planted[0].0, planted[0].2.as_str(), planted[0].3.as_str()), (3, "step", "testbed.planted"));
+    assert!(failing.stderr.contains("FAIL seed=3"), "the failure line goes to stderr: {}", failing.stderr);
+    assert!(replay_command(&summary, 3).ends_with("--seed 3 --steps 10"), "{}", replay_command(&summary, 3));
+    let passing = testbed(&["--seeds", "0..7", "--shard", "0/2", "--steps", "10", "--json"]);
+    assert_eq!(passing.code, Some(0), "{}", passing.stderr);
+    assert_eq!(failures(&one_object(&passing)), Vec::new());
+    let paths = [scratch("testbed-shard-0.json"), scratch("testbed-shard-1.json")];
+    write(&paths[0], &passing.stdout);
+    write(&paths[1], &failing.stdout);
+    let files: Vec<&str> = paths.iter().map(|path| path.to_str().expect("utf-8")).collect();
+    let merged = testbed(&[&["merge"][..], &files].concat());
+    assert_eq!(merged.code, Some(1), "a merge of a failing shard fails: {}", merged.stdout);
+    let line = format!(
+        "failed: seed=3 step={} invariant=testbed.planted kind=safety replay: {}",
+        planted[0].1,
+        replay_command(&summary, 3)
+    );
+    assert!(merged.stdout.contains(&line), "merge does not list {line:?}: {}", merged.stdout);
+    assert!(merged.stdout.contains("seeds: run=7 passed=6 failed=1"), "{}", merged.stdout);
+    let whole = testbed(&["--seeds", "0..7", "--steps", "10", "--json"]);
+    let merged_json = testbed(&[&["merge", "--json"][..], &files].concat());
+    assert_eq!(merged_json.code, Some(1));
+    assert_eq!(one_object(&merged_json), one_object(&whole), "merged shards differ from the unsharded swarm");
+}
+
+#[test]
+fn merge_refuses_a_shard_file_that_is_not_one_json_object() {
+    let shard = testbed(&["--seeds", "0..3", "--steps", "10", "--json"]);
+    assert_eq!(shard.code, Some(0), "{}", shard.stderr);
+    let path = scratch("testbed-shard-with-text.json");
+    write(&path, &format!("FAIL seed=3 step=3 invariant=testbed.planted (safety)\n{}", shard.stdout));
+    let merged = testbed(&["merge", path.to_str().expect("utf-8")]);
+    assert_eq!(merged.code, Some(2), "{}", merged.stdout);
+    assert!(merged.stderr.contains("not a swarm --json summary"), "{}", merged.stderr);
+}
+
+/// The stuck seed 7 and the failing seed 3 of a ten-seed swarm, as a JSON summary lists them.
+fn assert_stuck_and_planted(run: &Run, stuck_phase: &str) -> Value {
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    let summary = one_object(run);
+    assert_eq!((summary["seeds_run"].as_u64(), summary["seeds_passed"].as_u64()), (Some(10), Some(8)));
+    let found = failures(&summary);
+    let names: Vec<(u64, &str, &str)> =
+        found.iter().map(|(seed, _, phase, name)| (*seed, phase.as_str(), name.as_str())).collect();
+    assert_eq!(names, vec![(3, "step", "testbed.planted"), (7, stuck_phase, "liveness.stuck")]);
+    assert_eq!(summary["failures"][1]["kind"], "liveness");
+    assert!(replay_command(&summary, 7).ends_with("--seed 7 --steps 10 --seed-timeout 3"), "{summary}");
+    summary
+}
+
+#[test]
+fn a_seed_spinning_without_env_is_reported_stuck_and_the_swarm_finishes() {
+    let run = testbed(&["--seeds", "0..10", "--steps", "10", "--jobs", "2", "--seed-timeout", "3", "--json"]);
+    let summary = assert_stuck_and_planted(&run, "step");
+    // In-process, the watchdog knows where the seed got stuck: the step of its third operation.
+    let step = summary["failures"][1]["step"].as_u64().expect("a step");
+    assert!(step >= 2, "stuck at step {step}, before its third operation could run");
+    assert!(run.stderr.contains("FAIL seed=7") && run.stderr.contains("liveness.stuck"), "{}", run.stderr);
+    let one_job = testbed(&["--seeds", "0..10", "--steps", "10", "--jobs", "1", "--seed-timeout", "3", "--json"]);
+    assert_eq!(one_object(&one_job), summary, "--jobs changed the summary of a swarm with a stuck seed");
+}
+
+#[test]
+fn an_isolated_swarm_kills_the_stuck_child_and_finishes() {
+    let args = ["--seeds", "0..10", "--steps", "10", "--jobs", "2", "--seed-timeout", "3", "--json"];
+    let isolated = testbed(&[&args[..], &["--isolate"]].concat());
+    let summary = assert_stuck_and_planted(&isolated, "process");
+    assert!(summary["failures"][1]["actual"].as_str().expect("actual").contains("was killed"), "{summary}");
+    let in_process = one_object(&testbed(&args));
+    assert_eq!(summary["digest"], in_process["digest"], "a stuck seed counts the same in and out of process");
+}
+
+#[test]
+fn a_single_stuck_seed_fails_with_its_replay_command() {
+    let run = testbed(&["--seed", "7", "--steps", "10", "--seed-timeout", "3"]);
+    assert_eq!(run.code, Some(1), "{}", run.stdout);
+    assert!(run.stdout.contains("invariant: liveness.stuck (liveness)"), "{}", run.stdout);
+    assert!(
+        run.stdout
+            .contains("replay: cargo run -p holdfast --bin holdfast-testbed -- --seed 7 --steps 10 --seed-timeout 3"),
+        "{}",
+        run.stdout
+    );
+    let passing = testbed(&["--seed", "6", "--steps", "10", "--seed-timeout", "3"]);
+    assert_eq!(passing.code, Some(0), "{}", passing.stdout);
+    assert!(passing.stdout.contains("result: pass"), "{}", passing.stdout);
+}
+
+#[test]
+fn the_watchdog_is_on_by_default_scaled_by_steps_and_off_with_zero() {
+    let parse = |args: &[&str]| {
+        <holdfast::cli::Args as clap::Parser>::try_parse_from([&["testbed"][..], args].concat()).expect("valid flags")
+    };
+    assert_eq!(parse(&[]).seed_timeout(), Some(Duration::from_secs(300)), "1000 steps");
+    assert_eq!(parse(&["--steps", "10"]).seed_timeout(), Some(Duration::from_secs(300)), "the floor");
+    assert_eq!(parse(&["--steps", "5000"]).seed_timeout(), Some(Duration::from_secs(1500)), "300 s per 1000 steps");
+    assert_eq!(parse(&["--steps", "5001"]).seed_timeout(), Some(Duration::from_secs(1800)), "rounded up");
+    assert_eq!(parse(&["--seed-timeout", "5"]).seed_timeout(), Some(Duration::from_secs(5)));
+    assert_eq!(parse(&["--seed-timeout", "0"]).seed_timeout(), None);
+    let help = testbed(&["--help"]);
+    assert!(help.stdout.contains("--seed-timeout <SECONDS>"), "{}", help.stdout);
+}
