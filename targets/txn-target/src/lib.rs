@@ -70,6 +70,7 @@
 //! `recoveries`, `reopens`, `fault.<kind>`, `errors_tolerated`, ...).
 
 pub mod config;
+mod damage;
 pub mod dsg;
 mod exec;
 mod model;
@@ -159,6 +160,8 @@ pub struct TxnTarget {
     in_service: bool,
     opens: u64,
     counters: Coverage,
+    /// Which keys each file may have held and which were written again since (ADR-0069, ADR-0101).
+    excuses: holdfast::kit::DamageExcuses,
 }
 
 /// An engine error as the framework's fault rules see it.
@@ -256,6 +259,7 @@ impl Target for TxnTarget {
             in_service: false,
             opens: 0,
             counters: Coverage::default(),
+            excuses: holdfast::kit::DamageExcuses::default(),
         }
     }
 
@@ -329,7 +333,11 @@ impl Target for TxnTarget {
                     | Observation::RolledBack { .. }
             ))
         );
-        let Some(db) = self.db.as_ref().filter(|_| !reads_only) else { return Ok(()) };
+        if reads_only {
+            return Ok(());
+        }
+        self.record_file_keys();
+        let Some(db) = self.db.as_ref() else { return Ok(()) };
         db.check_invariants().map_err(|message| {
             Violation::new("structural", FailureKind::Structural, "db.check_invariants() == Ok", message)
         })
