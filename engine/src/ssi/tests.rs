@@ -36,11 +36,6 @@ fn causes(key: &[u8], shown: &str) -> Vec<(ConflictCause, String, &'static str)>
         ),
         (ConflictCause::ReadWrite { key: key.clone() }, format!("rw conflict on {shown}"), "rw"),
         (
-            ConflictCause::ReadWriteCommittedFirst { key: key.clone() },
-            format!("rw conflict on {shown} with a transaction that committed first"),
-            "rw",
-        ),
-        (
             ConflictCause::DangerousStructure { key: key.clone() },
             format!("dangerous structure through rw conflict on {shown}"),
             "dangerous",

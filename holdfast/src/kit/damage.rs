@@ -158,7 +158,8 @@ mod tests {
         assert!(excuses.excuses(&table, 10, u64::MAX) && excuses.excuses(&table, 20, u64::MAX));
         assert!(!excuses.excuses(&table, 9, u64::MAX) && !excuses.excuses(&table, 21, u64::MAX));
         assert!(!excuses.excuses(&table, 30, u64::MAX));
-        assert!(!excuses.excuses(&Damage::None, 15, u64::MAX));
+        let mut undamaged = excuses_with(&[("/db/table-000007.sst", 10, 20)]);
+        assert!(!undamaged.excuses(&Damage::None, 15, u64::MAX));
         let mut anywhere = excuses_with(&[]);
         assert!(anywhere.excuses(&Damage::Anywhere, 15, u64::MAX) && anywhere.excuses(&Damage::None, 0, 0));
     }

@@ -82,6 +82,8 @@ pub struct EngineTarget {
     /// Which keys each file may have held and which were written again since: a data-destroying fault excuses
     /// only its files' keys, until they are written where no damage is (ADR-0069, ADR-0101).
     excuses: holdfast::kit::DamageExcuses,
+    /// The newest live log segment at the last step boundary (when the database listed one).
+    newest_log: Option<u64>,
     /// Read-only transactions held across steps (`hold_reader`), oldest first.
     readers: Vec<engine::ReadTransaction<SimEnv>>,
 }
@@ -130,7 +132,7 @@ impl EngineTarget {
     /// Remember which keys the open database's files hold now.
     fn record_file_keys(&mut self) {
         if let Some(db) = &self.db {
-            damage::record(&mut self.excuses, db);
+            self.newest_log = damage::record(&mut self.excuses, db);
         }
     }
 
@@ -207,6 +209,7 @@ impl Target for EngineTarget {
             next_value_id: 1,
             counters: Coverage::default(),
             excuses: holdfast::kit::DamageExcuses::default(),
+            newest_log: None,
             readers: Vec::new(),
         }
     }
