@@ -53,7 +53,6 @@ fn conflict_cause_display_is_the_old_message_text() {
     let expected = [
         "write-write conflict on \"k000001\": first committer wins",
         "rw conflict on \"k000001\"",
-        "rw conflict on \"k000001\" with a transaction that committed first",
         "dangerous structure through rw conflict on \"k000001\"",
         "rw conflict on \"k000001\": an open read-only transaction sees a commit this writer must precede",
     ];

@@ -54,7 +54,11 @@
 //!
 //! The framework's rule table (`holdfast::world`, ADR-0010). Data-destroying faults (latent sectors, misdirected
 //! writes, bit flips) are off for this target (`FaultMenu::without_data_loss`): they would void the history
-//! checks, and the engine target covers them.
+//! checks, and the engine target covers them. Where one fires all the same (a `fault_on` step, a seed file), a
+//! read is excused per key by the rule the engine target uses (`holdfast::kit::DamageExcuses`, ADR-0101): only
+//! while a damaged file may hold the version the read's snapshot should see — a commit made visible after the
+//! damage, not appended to a damaged log segment, ends its keys' excuses for snapshots at or after it. The
+//! sequence, atomicity and serializability (DSG) checks still relax on any damage.
 //!
 //! # Coverage counters
 //!
