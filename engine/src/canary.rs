@@ -12,6 +12,7 @@ pub const CANARIES: &[&str] = &[
     "torn-tail-rejected",
     "seq-reset-on-recovery",
     "manifest-before-data",
+    "damaged-segment-ends-log",
 ];
 
 #[cfg(feature = "canaries")]

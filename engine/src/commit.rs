@@ -42,7 +42,6 @@ pub(crate) fn conflict<E: Env>(env: &E, conflict: Conflict) -> Error {
     match &conflict.cause {
         ConflictCause::WriteWrite { .. } => env::probe!(env, "ssi.conflict_write_write"),
         ConflictCause::ReadWrite { .. } => env::probe!(env, "ssi.conflict_read_write"),
-        ConflictCause::ReadWriteCommittedFirst { .. } => env::probe!(env, "ssi.conflict_read_write_committed_first"),
         ConflictCause::DangerousStructure { .. } => env::probe!(env, "ssi.conflict_dangerous_structure"),
         ConflictCause::ReadOnlyGuard { .. } => env::probe!(env, "ssi.conflict_read_only_guard"),
         _ => {}

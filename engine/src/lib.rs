@@ -67,7 +67,6 @@ pub use txn::{ReadTransaction, Transaction};
 /// | `ssi.conflict_dangerous_structure` | a commit aborted as the pivot of a dangerous structure |
 /// | `ssi.conflict_read_only_guard` | a commit aborted by the read-only anomaly guard |
 /// | `ssi.conflict_read_write` | an operation aborted: its read closed a dangerous structure |
-/// | `ssi.conflict_read_write_committed_first` | an operation aborted: another's commit doomed it |
 /// | `ssi.conflict_write_write` | a commit aborted: first committer wins |
 /// | `ssi.safe_snapshot_stepped_back` | a read-only transaction read below the latest snapshot (an in-flight pivot) |
 /// | `txn.batch_gathered` | a group-commit batch paused to gather the committers the batch before it released |
@@ -92,7 +91,6 @@ pub const PROBES: &[&str] = &[
     "ssi.conflict_dangerous_structure",
     "ssi.conflict_read_only_guard",
     "ssi.conflict_read_write",
-    "ssi.conflict_read_write_committed_first",
     "ssi.conflict_write_write",
     "ssi.safe_snapshot_stepped_back",
     "ssi.transaction_expired",

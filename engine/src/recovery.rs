@@ -216,6 +216,14 @@ fn replay_logs<E: Env>(env: &E, dir: &Path, manifest: &Manifest, listing: &Listi
                 last_sequence = last_sequence.max(batch.last_sequence());
             }
         }
+        // Canary: point-in-time recovery — damage in a segment that is not the last ends the log there, and the
+        // later segments (acknowledged commits in undamaged files) are dropped instead of refusing to open.
+        if !is_last
+            && crate::canary::active("damaged-segment-ends-log")
+            && matches!(segment_end(&scan, is_last), SegmentEnd::Corrupt { .. })
+        {
+            break;
+        }
         check_segment_end(env, &path, &file, &scan, is_last)?;
     }
     Ok(Replay { memtable, last_sequence })

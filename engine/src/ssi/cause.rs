@@ -27,14 +27,6 @@ pub enum ConflictCause {
         /// The key read; for a scan, the start of the scanned range.
         key: Vec<u8>,
     },
-    /// Another transaction's commit wrote `key`, which a concurrent transaction had read (an rw antidependency,
-    /// write after concurrent read), and that closed a dangerous structure whose victim is not the committer (it
-    /// committed first) but this transaction: the reader, or the transaction whose rw edge leads into the reader.
-    /// It learns of it at its next operation.
-    ReadWriteCommittedFirst {
-        /// The key the committer wrote and the reader had read (or scanned over).
-        key: Vec<u8>,
-    },
     /// At this transaction's commit, its write of `key` completed an rw antidependency from a concurrent reader
     /// that closed a dangerous structure with this transaction as the victim.
     DangerousStructure {
@@ -59,19 +51,18 @@ impl ConflictCause {
         match self {
             ConflictCause::WriteWrite { key }
             | ConflictCause::ReadWrite { key }
-            | ConflictCause::ReadWriteCommittedFirst { key }
             | ConflictCause::DangerousStructure { key }
             | ConflictCause::ReadOnlyGuard { key } => Some(key),
             ConflictCause::Expired => None,
         }
     }
 
-    /// A stable short name of the cause, for counters and reports: `ww`, `rw` (both rw causes), `dangerous` or
+    /// A stable short name of the cause, for counters and reports: `ww`, `rw`, `dangerous` or
     /// `read_only_guard`.
     pub fn name(&self) -> &'static str {
         match self {
             ConflictCause::WriteWrite { .. } => "ww",
-            ConflictCause::ReadWrite { .. } | ConflictCause::ReadWriteCommittedFirst { .. } => "rw",
+            ConflictCause::ReadWrite { .. } => "rw",
             ConflictCause::DangerousStructure { .. } => "dangerous",
             ConflictCause::ReadOnlyGuard { .. } => "read_only_guard",
             ConflictCause::Expired => "expired",
@@ -86,9 +77,6 @@ impl fmt::Display for ConflictCause {
                 write!(f, "write-write conflict on {}: first committer wins", render(key))
             }
             ConflictCause::ReadWrite { key } => write!(f, "rw conflict on {}", render(key)),
-            ConflictCause::ReadWriteCommittedFirst { key } => {
-                write!(f, "rw conflict on {} with a transaction that committed first", render(key))
-            }
             ConflictCause::DangerousStructure { key } => {
                 write!(f, "dangerous structure through rw conflict on {}", render(key))
             }

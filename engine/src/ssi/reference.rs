@@ -325,11 +325,10 @@ impl Reference {
             self.add_edge(reader, txn);
             let victim = self.find_victim_at_commit(reader, txn, commit_sequence);
             if let Some(victim) = victim {
-                if victim == txn {
-                    self.stats.dangerous_aborts += 1;
-                    return Err(Conflict { cause: ConflictCause::DangerousStructure { key } });
-                }
-                self.doom(victim, ConflictCause::ReadWriteCommittedFirst { key });
+                // Never another victim: no rw edge leads into a transaction that has not committed (ADR-0103).
+                assert_eq!(victim, txn, "a structure closed at a commit doomed another transaction");
+                self.stats.dangerous_aborts += 1;
+                return Err(Conflict { cause: ConflictCause::DangerousStructure { key } });
             }
         }
         if !writes.is_empty() && self.read_only_guard_trips(txn) {

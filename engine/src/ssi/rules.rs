@@ -158,13 +158,9 @@ impl ConflictTracker {
         let readers = self.concurrent_readers(txn, writes, snapshot);
         for (reader, key) in readers {
             self.add_edge(reader, txn);
-            let victim = self.find_victim_at_commit(reader, txn, commit_sequence);
-            if let Some(victim) = victim {
-                if victim == txn {
-                    self.stats.dangerous_aborts += 1;
-                    return Err(Conflict { cause: ConflictCause::DangerousStructure { key } });
-                }
-                self.doom(victim, ConflictCause::ReadWriteCommittedFirst { key });
+            if self.closes_structure_at_commit(reader, txn, commit_sequence) {
+                self.stats.dangerous_aborts += 1;
+                return Err(Conflict { cause: ConflictCause::DangerousStructure { key } });
             }
         }
         if !writes.is_empty() && self.read_only_guard_trips(txn) {
@@ -175,16 +171,30 @@ impl ConflictTracker {
         Ok(())
     }
 
-    /// At `txn`'s commit (sequence `commit`), with the new edge `reader → txn`: dangerous structures through it.
-    fn find_victim_at_commit(&self, reader: TxnId, txn: TxnId, commit: Sequence) -> Option<TxnId> {
-        // txn as pivot: reader → txn → out, where out committed before txn (txn is not yet marked committed).
-        if let Some(victim) = self.pivot_victim(reader, txn) {
-            return Some(victim);
+    /// At `txn`'s commit (sequence `commit`), with the new edge `reader → txn`: does a dangerous structure close
+    /// through it? Its victim is always `txn` (ADR-0103):
+    ///
+    /// * `txn` as the pivot, `reader → txn → out` with `out` committed first: `txn` is active and writes, so the
+    ///   pivot rule picks it.
+    /// * `reader` as the pivot, `in → reader → txn`, never closes here: rw edges are recorded only into a
+    ///   committed transaction (a read finds committed writers; a commit adds edges into itself, and a failed
+    ///   commit is forgotten with its edges), so a reader with an in-edge has committed, before `txn` (commit
+    ///   sequences follow validation order), and `txn`, committing last, is not the first committer the structure
+    ///   needs. Writes are checked at commit, not when buffered, which is why no rw edge leads into a transaction
+    ///   still running (Cahill's and PostgreSQL's SSI find `in → pivot` at the write, and doom a running pivot
+    ///   there). Checked, not assumed: debug and expensive-checks builds assert it, and `specs::Ssi` explores it.
+    fn closes_structure_at_commit(&self, reader: TxnId, txn: TxnId, commit: Sequence) -> bool {
+        if crate::EXPENSIVE_CHECKS || cfg!(debug_assertions) {
+            let record = self.record(reader);
+            assert!(record.in_edges.is_empty() || record.commit().is_some(), "an rw edge into uncommitted T{reader}");
+            let tins = record.in_edges.iter().filter(|&&tin| tin != txn);
+            let victim = tins.into_iter().find_map(|&tin| self.structure_victim(tin, reader, commit, txn));
+            assert_eq!(victim, None, "a structure with reader T{reader} as its pivot closed at T{txn}'s commit");
         }
-        // reader as pivot: in → reader → txn, with txn committing now (first among the three if the others
-        // have not committed).
-        let tins: Vec<TxnId> = self.record(reader).in_edges.iter().copied().collect();
-        tins.into_iter().filter(|&tin| tin != txn).find_map(|tin| self.structure_victim(tin, reader, commit, txn))
+        // txn as pivot: reader → txn → out, where out committed before txn (txn is not yet marked committed).
+        let victim = self.pivot_victim(reader, txn);
+        assert!(victim.is_none_or(|victim| victim == txn), "the committer is the pivot and can abort");
+        victim.is_some()
     }
 
     /// A key behind the guard: one this writer read that a committed out-neighbour overwrote.

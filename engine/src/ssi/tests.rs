@@ -36,11 +36,6 @@ fn causes(key: &[u8], shown: &str) -> Vec<(ConflictCause, String, &'static str)>
         ),
         (ConflictCause::ReadWrite { key: key.clone() }, format!("rw conflict on {shown}"), "rw"),
         (
-            ConflictCause::ReadWriteCommittedFirst { key: key.clone() },
-            format!("rw conflict on {shown} with a transaction that committed first"),
-            "rw",
-        ),
-        (
             ConflictCause::DangerousStructure { key: key.clone() },
             format!("dangerous structure through rw conflict on {shown}"),
             "dangerous",
@@ -58,7 +53,6 @@ fn conflict_cause_display_is_the_old_message_text() {
     let expected = [
         "write-write conflict on \"k000001\": first committer wins",
         "rw conflict on \"k000001\"",
-        "rw conflict on \"k000001\" with a transaction that committed first",
         "dangerous structure through rw conflict on \"k000001\"",
         "rw conflict on \"k000001\": an open read-only transaction sees a commit this writer must precede",
     ];

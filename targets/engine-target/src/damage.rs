@@ -1,74 +1,54 @@
-//! Where damage can reach (ADR-0069): which keys each database file may have held over the run, so a
-//! data-destroying fault excuses only the keys of the files it landed in ([`holdfast::Damage`]) and every other
-//! key is still checked exactly.
+//! Where damage can reach (ADR-0069, ADR-0101): the engine target feeds the shared per-key rule
+//! ([`holdfast::kit::DamageExcuses`]) with the key range each live file holds and with every acknowledged write,
+//! so a data-destroying fault excuses only the keys of the files it landed in, and only until they are written
+//! again where no damage is.
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use engine::Db;
-use holdfast::Damage;
+use holdfast::World;
 use holdfast::env::SimEnv;
-use holdfast::kit::parse_key;
+use holdfast::kit::DamageExcuses;
+use holdfast::protocol::file_name;
 
-/// The most files the map remembers; past it, damage anywhere excuses every key (sound, only weaker).
-pub const FILES_REMEMBERED_MAX: usize = 100_000;
+use crate::EngineTarget;
 
-/// For every database file ever seen live, the union of the key ranges (inclusive) it was seen holding.
-#[derive(Clone, Debug, Default)]
-pub struct FileKeys {
-    ranges: BTreeMap<PathBuf, (u32, u32)>,
-    overflowed: bool,
+/// Add what the open database's live files hold now; returns the number of the newest live log segment (the one
+/// the next write is appended to), if any is listed.
+pub fn record(excuses: &mut DamageExcuses, db: &Db<SimEnv>) -> Option<u64> {
+    let files = db.file_key_ranges();
+    for file in &files {
+        excuses.record(&file.path, &file.min_key, &file.max_key);
+    }
+    files.iter().filter_map(|file| log_number(&file.path)).max()
 }
 
-impl FileKeys {
-    /// Add what the open database's live files hold now. Called after every step and every recovery, so a
-    /// file's range covers every key it held at a step boundary.
-    pub fn record(&mut self, db: &Db<SimEnv>) {
-        for file in db.file_key_ranges() {
-            let low = parse_key(&file.min_key).unwrap_or(0);
-            let high = parse_key(&file.max_key).unwrap_or(u32::MAX);
-            if self.ranges.len() >= FILES_REMEMBERED_MAX && !self.ranges.contains_key(&file.path) {
-                self.overflowed = true;
-                continue;
-            }
-            let range = self.ranges.entry(file.path).or_insert((low, high));
-            *range = (range.0.min(low), range.1.max(high));
-        }
-    }
-
-    /// May `damage` have destroyed or hidden `key`'s data? A damaged file never seen live (a manifest, a table
-    /// cut before it was installed) may have held anything.
-    pub fn excuses(&self, damage: &Damage, key: u32) -> bool {
-        match damage {
-            Damage::None => false,
-            Damage::Files(_) if self.overflowed => true,
-            Damage::Files(files) => files.iter().any(|file| match self.ranges.get(file) {
-                Some(&(low, high)) => (low..=high).contains(&key),
-                None => true,
-            }),
-            // Damage::Anywhere, and any finer kind a later framework adds: every key.
-            _ => true,
-        }
-    }
+/// The number of a log segment's file (`wal-000009.log` is 9); `None` for any other file.
+fn log_number(path: &Path) -> Option<u64> {
+    file_name(path).strip_prefix("wal-")?.strip_suffix(".log")?.parse().ok()
 }
 
-#[cfg(test)]
-mod tests {
-    use std::collections::BTreeSet;
+/// The live log segments numbered `from` or above: where a write acknowledged now may have been appended, when
+/// the newest segment at the last step boundary was `from` (the write went to it, or, if rotations fell inside
+/// the write, to a newer one).
+pub fn logs_from(db: &Db<SimEnv>, from: u64) -> Vec<PathBuf> {
+    let files = db.file_key_ranges().into_iter().map(|file| file.path);
+    files.filter(|path| log_number(path).is_some_and(|number| number >= from)).collect()
+}
 
-    use super::*;
-
-    #[test]
-    fn damage_excuses_only_the_keys_its_files_held() {
-        let mut keys = FileKeys::default();
-        keys.ranges.insert("/db/table-000007.sst".into(), (10, 20));
-        keys.ranges.insert("/db/wal-000009.log".into(), (30, 30));
-        let table = Damage::Files(BTreeSet::from([PathBuf::from("/db/table-000007.sst")]));
-        assert!(keys.excuses(&table, 10) && keys.excuses(&table, 20));
-        assert!(!keys.excuses(&table, 9) && !keys.excuses(&table, 21) && !keys.excuses(&table, 30));
-        let unknown = Damage::Files(BTreeSet::from([PathBuf::from("/db/MANIFEST")]));
-        assert!(keys.excuses(&unknown, 0) && keys.excuses(&unknown, 1_000));
-        assert!(!keys.excuses(&Damage::None, 15));
-        assert!(keys.excuses(&Damage::Anywhere, 15));
+impl EngineTarget {
+    /// A write of `key` was acknowledged: in a damaged run, it ends the key's excuses unless it may have landed in
+    /// a damaged log segment (counted `damage.excuses_ended`). It landed in the segment that was newest at the
+    /// last step boundary or a newer one; with none known, any live one.
+    pub(crate) fn damage_acknowledged(&mut self, world: &mut World, key: u32) {
+        let damage = world.damage();
+        if *damage == holdfast::Damage::None {
+            return;
+        }
+        let db = self.db.as_ref().expect("a write was acknowledged by an open database");
+        let (logs, sequence) = (logs_from(db, self.newest_log.unwrap_or(0)), db.last_sequence());
+        if self.excuses.acknowledged(damage, key, sequence, logs.iter().map(PathBuf::as_path)) {
+            self.counters.add("damage.excuses_ended", 1);
+        }
     }
 }

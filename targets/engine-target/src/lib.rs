@@ -9,10 +9,14 @@
 //!   reads as the model says.
 //! * **No never-written values, no resurrection**: every value read is one written under that key; a deleted key
 //!   never comes back (unless a data-destroying fault justifies a rollback).
-//! * **Damage only where it landed** (ADR-0069): a data-destroying fault lets a key read back any value it
-//!   ever had, or none, only when the fault landed in a file that held the key (tables: their manifest key
-//!   range; log segments: their memtables' ranges; remembered over the run, [`FileKeys`]). Every other key is
-//!   checked exactly, damaged run or not.
+//! * **Damage only where it landed, until it is overwritten** (ADR-0069, ADR-0101): a data-destroying fault lets
+//!   a key read back any value it ever had, or none, only when the fault landed in a file that held the key
+//!   (tables: their manifest key range; log segments: their memtables' ranges; remembered over the run), and only
+//!   until a write of the key is acknowledged that cannot have landed in a damaged file (no live log segment is
+//!   damaged); from then on the key is checked exactly again. Damage to a file never seen holding keys (the
+//!   `MANIFEST`, a table cut before its install) excuses no key: the engine must refuse to open, naming it, or
+//!   read back exactly. The rule is `holdfast::kit::DamageExcuses`, shared with the txn target. Every other key
+//!   is checked exactly, damaged run or not.
 //! * **Sequence numbers** (`sequence_monotonic`, `sequence_recovered`): every acknowledged write gets a sequence
 //!   above every earlier one; after recovery `db.last_sequence()` is at least the highest acknowledged before.
 //! * **Structural** (`structural`): `db.check_invariants()` after every step that can change structure (every
@@ -34,8 +38,9 @@
 //!
 //! `crash.<place>` for `mid_append` (an armed crash cut a `write` of a `wal-*` file), `between_append_and_sync`
 //! (cut a `sync` of a `wal-*` file), `mid_flush`, `mid_compaction`, `mid_manifest`; `flushes`, `compactions`,
-//! `in_flight_writes`; in a damaged run, `damage.excused_reads` (a read of a key that lived in a damaged file) and
-//! `damage.exact_reads` (one checked exactly all the same); `key.invalid_rejected`, `key.limit_accepted`,
+//! `in_flight_writes`; in a damaged run, `damage.excused_reads` (a read of a key that lived in a damaged file),
+//! `damage.exact_reads` (one checked exactly all the same) and `damage.excuses_ended` (an acknowledged write ended a
+//! key's excuses); `key.invalid_rejected`, `key.limit_accepted`,
 //! `txn.oversize_rejected`, `txn.large_value_committed`, `readers.held`, `close.checked`; and the framework's
 //! (`crashes`, `recoveries`, `reopens`, `fault.<kind>`, ...).
 
@@ -59,7 +64,6 @@ use holdfast::{
 };
 
 pub use self::config::{EngineConfig, OpWeights, TuningConfig};
-pub use self::damage::FileKeys;
 pub use self::model::{Model, Resolution};
 pub use self::ops::{Observation, Op};
 
@@ -75,8 +79,11 @@ pub struct EngineTarget {
     max_acked_sequence: u64,
     next_value_id: u64,
     counters: Coverage,
-    /// Which keys each file may have held: a data-destroying fault excuses only its files' keys.
-    file_keys: FileKeys,
+    /// Which keys each file may have held and which were written again since: a data-destroying fault excuses
+    /// only its files' keys, until they are written where no damage is (ADR-0069, ADR-0101).
+    excuses: holdfast::kit::DamageExcuses,
+    /// The newest live log segment at the last step boundary (when the database listed one).
+    newest_log: Option<u64>,
     /// Read-only transactions held across steps (`hold_reader`), oldest first.
     readers: Vec<engine::ReadTransaction<SimEnv>>,
 }
@@ -108,15 +115,16 @@ impl EngineTarget {
         &self.model
     }
 
-    /// May a data-destroying fault have destroyed or hidden `key`'s data (ADR-0069)? Only when it landed
-    /// in a file that held `key`; every other key is checked exactly.
+    /// May a data-destroying fault have destroyed or hidden `key`'s data (ADR-0069, ADR-0101)? Only when it
+    /// landed in a file that held `key` and `key` was not written again since where no damage is; every other key
+    /// is checked exactly.
     /// Counted in a damaged run as `damage.excused_reads` or `damage.exact_reads`.
     pub(crate) fn damage_reaches(&mut self, world: &mut World, key: u32) -> bool {
         let damage = world.damage();
         if *damage == holdfast::Damage::None {
             return false;
         }
-        let reaches = self.file_keys.excuses(damage, key);
+        let reaches = self.excuses.excuses(damage, key, u64::MAX);
         self.counters.add(if reaches { "damage.excused_reads" } else { "damage.exact_reads" }, 1);
         reaches
     }
@@ -124,7 +132,7 @@ impl EngineTarget {
     /// Remember which keys the open database's files hold now.
     fn record_file_keys(&mut self) {
         if let Some(db) = &self.db {
-            self.file_keys.record(db);
+            self.newest_log = damage::record(&mut self.excuses, db);
         }
     }
 
@@ -200,7 +208,8 @@ impl Target for EngineTarget {
             max_acked_sequence: 0,
             next_value_id: 1,
             counters: Coverage::default(),
-            file_keys: FileKeys::default(),
+            excuses: holdfast::kit::DamageExcuses::default(),
+            newest_log: None,
             readers: Vec::new(),
         }
     }

@@ -128,6 +128,7 @@ impl EngineTarget {
         match result {
             Ok(()) => {
                 self.model.ack(key, sig);
+                self.damage_acknowledged(world, key);
                 let sequence = self.live_db().last_sequence();
                 if sequence <= self.max_acked_sequence && !world.damaged() {
                     return Err(Violation::new(

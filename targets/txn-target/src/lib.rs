@@ -54,7 +54,11 @@
 //!
 //! The framework's rule table (`holdfast::world`, ADR-0010). Data-destroying faults (latent sectors, misdirected
 //! writes, bit flips) are off for this target (`FaultMenu::without_data_loss`): they would void the history
-//! checks, and the engine target covers them.
+//! checks, and the engine target covers them. Where one fires all the same (a `fault_on` step, a seed file), a
+//! read is excused per key by the rule the engine target uses (`holdfast::kit::DamageExcuses`, ADR-0101): only
+//! while a damaged file may hold the version the read's snapshot should see — a commit made visible after the
+//! damage, not appended to a damaged log segment, ends its keys' excuses for snapshots at or after it. The
+//! sequence, atomicity and serializability (DSG) checks still relax on any damage.
 //!
 //! # Coverage counters
 //!
@@ -70,6 +74,7 @@
 //! `recoveries`, `reopens`, `fault.<kind>`, `errors_tolerated`, ...).
 
 pub mod config;
+mod damage;
 pub mod dsg;
 mod exec;
 mod model;
@@ -159,6 +164,8 @@ pub struct TxnTarget {
     in_service: bool,
     opens: u64,
     counters: Coverage,
+    /// Which keys each file may have held and which were written again since (ADR-0069, ADR-0101).
+    excuses: holdfast::kit::DamageExcuses,
 }
 
 /// An engine error as the framework's fault rules see it.
@@ -256,6 +263,7 @@ impl Target for TxnTarget {
             in_service: false,
             opens: 0,
             counters: Coverage::default(),
+            excuses: holdfast::kit::DamageExcuses::default(),
         }
     }
 
@@ -329,7 +337,11 @@ impl Target for TxnTarget {
                     | Observation::RolledBack { .. }
             ))
         );
-        let Some(db) = self.db.as_ref().filter(|_| !reads_only) else { return Ok(()) };
+        if reads_only {
+            return Ok(());
+        }
+        self.record_file_keys();
+        let Some(db) = self.db.as_ref() else { return Ok(()) };
         db.check_invariants().map_err(|message| {
             Violation::new("structural", FailureKind::Structural, "db.check_invariants() == Ok", message)
         })

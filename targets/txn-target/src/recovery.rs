@@ -26,6 +26,9 @@ impl TxnTarget {
         let Some(last) = self.db.as_ref().filter(|_| self.in_service).map(engine::Db::last_sequence) else {
             return Ok(());
         };
+        let acknowledged = self.pending.iter().take_while(|front| front.last_sequence <= last).count();
+        let acknowledged: Vec<Submission> = self.pending[..acknowledged].to_vec();
+        self.damage_acknowledged(world, &acknowledged);
         self.absorb_until(world, last)
     }
 
@@ -121,6 +124,7 @@ impl TxnTarget {
                 last_sequence.to_string(),
             ));
         }
+        self.record_file_keys();
         let Some(verdicts) = self.read_in_flight(world)? else { return Ok(self.interrupted()) };
         let (present, absent) = self.settle_in_flight(world, &verdicts, last_sequence)?;
         if !self.verify_all(world, "durability")? {
@@ -141,11 +145,12 @@ impl TxnTarget {
     /// what the earlier in-flight commits found present left, else the history's (survivors are a prefix, ADR-0094).
     /// `Ok(None)` when a read failed with a justified error.
     fn read_in_flight(&mut self, world: &mut World) -> Result<Option<Vec<Verdict>>, Violation> {
-        let db = self.live_db();
+        let db = self.live_db().clone();
         let recovered_last = db.last_sequence();
-        let mut verdicts = Vec::with_capacity(self.pending.len());
+        let pending = self.pending.clone();
+        let mut verdicts = Vec::with_capacity(pending.len());
         let mut survived: BTreeMap<u32, Option<Sig>> = BTreeMap::new();
-        for submission in &self.pending {
+        for submission in &pending {
             let (mut new, mut old) = (Vec::new(), Vec::new());
             for (&key, &value) in &submission.record.writes {
                 let actual = match db.get(&key_bytes(key)) {
@@ -160,7 +165,7 @@ impl TxnTarget {
                     (true, true) => {}
                     (true, false) => new.push(key),
                     (false, true) => old.push(key),
-                    (false, false) if world.damaged() => {}
+                    (false, false) if self.damage_reaches(world, key, u64::MAX) => {}
                     (false, false) => {
                         let expected = format!(
                             "k{key:06} = {} (in-flight T{}) or {} (before it)",
@@ -266,7 +271,7 @@ impl TxnTarget {
                 }
             };
             let expected = self.history.latest_value(key);
-            if actual != expected && !world.damaged() {
+            if actual != expected && !self.damage_reaches(world, key, u64::MAX) {
                 let class = match (expected, actual) {
                     (Some(_), None) => "lost_commit",
                     (None, Some(_)) => "resurrection_or_aborted_write",

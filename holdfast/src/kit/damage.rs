@@ -1,0 +1,207 @@
+//! Which keys a data-destroying fault excuses, and until when (ADR-0069, ADR-0101): the one copy of the per-key
+//! damage rule that key-value targets share. The framework's [`World`](crate::World) says *where* damage landed
+//! ([`Damage`]); the target says which keys each file held ([`DamageExcuses::record`]) and which writes were
+//! acknowledged ([`DamageExcuses::acknowledged`]); [`DamageExcuses::excuses`] answers per key.
+//!
+//! # The rule
+//!
+//! A key is excused — a read of it may return any value it ever had, or none — when a damaged file may hold the
+//! version the read should return:
+//!
+//! * every damaged file is an *event*, numbered in the order it was first seen damaged;
+//! * an event excuses a key when the file was seen live holding a key range that covers it (the union over the
+//!   run). A damaged file never seen live holding keys (a `MANIFEST`, a table cut before its install, an empty
+//!   log segment) excuses no key: its damage must surface as an error (a refusal naming the file) or not at all;
+//! * an acknowledged write of the key that cannot have landed in a damaged file (the target names the files it
+//!   may have landed in: its live log segments) ends the excuse of every event seen so far, for reads at or
+//!   after the write's sequence. The new version shadows every older one, and a damaged file that held only older
+//!   versions can make a read or a merge fail, never bring an older version back (checksums turn damage into
+//!   errors). A later event excuses the key again if its file held it.
+//!
+//! Damage with no known file ([`Damage::Anywhere`]) excuses every key for the rest of the run, and so does a map
+//! that outgrew [`FILES_REMEMBERED_MAX`]: sound, only weaker.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use super::parse_key;
+use crate::world::Damage;
+
+/// The most files the map remembers; past it, damage anywhere excuses every key (sound, only weaker).
+pub const FILES_REMEMBERED_MAX: usize = 100_000;
+/// The most keys whose excuse an acknowledged write ended are remembered; past it a write ends no excuse (sound).
+pub const KEYS_CLEARED_MAX: usize = 1_000_000;
+
+/// Where a key's excuses ended: the events seen when it was last written cleanly, and that write's sequence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Cleared {
+    events: usize,
+    sequence: u64,
+}
+
+/// The per-key damage rule of one run (see the module docs).
+#[derive(Clone, Debug, Default)]
+pub struct DamageExcuses {
+    /// For every file ever seen live, the union of the key ranges (inclusive) it was seen holding.
+    ranges: BTreeMap<PathBuf, (u32, u32)>,
+    overflowed: bool,
+    /// Damaged files, each with its event number (the order in which it was first seen damaged).
+    events: BTreeMap<PathBuf, usize>,
+    /// Damage landed where no file is known.
+    anywhere: bool,
+    /// Keys written cleanly after damage.
+    cleared: BTreeMap<u32, Cleared>,
+}
+
+impl DamageExcuses {
+    /// Add that the live file `path` holds keys from `min_key` to `max_key` (rendered keys; one that does not
+    /// parse widens the range to the end of the key space). Call it for every live file after every step that
+    /// can change the files and after every recovery, so a file's range covers every key it held at a step
+    /// boundary.
+    pub fn record(&mut self, path: &Path, min_key: &[u8], max_key: &[u8]) {
+        let low = parse_key(min_key).unwrap_or(0);
+        let high = parse_key(max_key).unwrap_or(u32::MAX);
+        if let Some(range) = self.ranges.get_mut(path) {
+            *range = (range.0.min(low), range.1.max(high));
+        } else if self.ranges.len() >= FILES_REMEMBERED_MAX {
+            self.overflowed = true;
+        } else {
+            self.ranges.insert(path.to_path_buf(), (low, high));
+        }
+    }
+
+    /// Number the damaged files not seen before.
+    fn learn(&mut self, damage: &Damage) {
+        match damage {
+            Damage::None => {}
+            Damage::Files(files) => {
+                for file in files {
+                    let next = self.events.len();
+                    self.events.entry(file.clone()).or_insert(next);
+                }
+            }
+            // Damage::Anywhere, and any finer kind a later framework adds.
+            _ => self.anywhere = true,
+        }
+    }
+
+    /// A write of `key` at `sequence` was acknowledged; `landed_in` are the files it may have been written to
+    /// (the live log segments). Unless one of them is damaged, the key's excuses so far end for reads at or
+    /// after `sequence`. Returns whether they ended.
+    pub fn acknowledged<'a>(
+        &mut self,
+        damage: &Damage,
+        key: u32,
+        sequence: u64,
+        landed_in: impl IntoIterator<Item = &'a Path>,
+    ) -> bool {
+        self.learn(damage);
+        if self.events.is_empty() || self.anywhere {
+            return false;
+        }
+        if landed_in.into_iter().any(|file| self.events.contains_key(file)) {
+            return false;
+        }
+        if self.cleared.len() >= KEYS_CLEARED_MAX && !self.cleared.contains_key(&key) {
+            return false;
+        }
+        self.cleared.insert(key, Cleared { events: self.events.len(), sequence });
+        true
+    }
+
+    /// May damage have destroyed or hidden the version of `key` a read at `snapshot` (`u64::MAX`: the latest)
+    /// should return?
+    pub fn excuses(&mut self, damage: &Damage, key: u32, snapshot: u64) -> bool {
+        self.learn(damage);
+        if self.events.is_empty() && !self.anywhere {
+            return false;
+        }
+        if self.anywhere || self.overflowed {
+            return true;
+        }
+        let from = match self.cleared.get(&key) {
+            Some(cleared) if snapshot >= cleared.sequence => cleared.events,
+            _ => 0,
+        };
+        self.events.iter().filter(|&(_, &event)| event >= from).any(|(file, _)| self.held(file, key))
+    }
+
+    /// Was `file` seen live holding a range that covers `key`?
+    fn held(&self, file: &Path, key: u32) -> bool {
+        self.ranges.get(file).is_some_and(|&(low, high)| (low..=high).contains(&key))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::super::key_bytes;
+    use super::*;
+
+    fn files(paths: &[&str]) -> Damage {
+        Damage::Files(paths.iter().map(PathBuf::from).collect::<BTreeSet<_>>())
+    }
+
+    fn excuses_with(ranges: &[(&str, u32, u32)]) -> DamageExcuses {
+        let mut excuses = DamageExcuses::default();
+        for &(path, low, high) in ranges {
+            excuses.record(Path::new(path), &key_bytes(low), &key_bytes(high));
+        }
+        excuses
+    }
+
+    #[test]
+    fn damage_excuses_only_the_keys_its_files_held() {
+        let mut excuses = excuses_with(&[("/db/table-000007.sst", 10, 20), ("/db/wal-000009.log", 30, 30)]);
+        let table = files(&["/db/table-000007.sst"]);
+        assert!(excuses.excuses(&table, 10, u64::MAX) && excuses.excuses(&table, 20, u64::MAX));
+        assert!(!excuses.excuses(&table, 9, u64::MAX) && !excuses.excuses(&table, 21, u64::MAX));
+        assert!(!excuses.excuses(&table, 30, u64::MAX));
+        let mut undamaged = excuses_with(&[("/db/table-000007.sst", 10, 20)]);
+        assert!(!undamaged.excuses(&Damage::None, 15, u64::MAX));
+        let mut anywhere = excuses_with(&[]);
+        assert!(anywhere.excuses(&Damage::Anywhere, 15, u64::MAX) && anywhere.excuses(&Damage::None, 0, 0));
+    }
+
+    #[test]
+    fn damage_to_a_file_never_seen_holding_keys_excuses_no_key() {
+        let mut excuses = excuses_with(&[("/db/table-000007.sst", 10, 20)]);
+        let manifest = files(&["/db/MANIFEST"]);
+        assert!(!excuses.excuses(&manifest, 0, u64::MAX) && !excuses.excuses(&manifest, 15, u64::MAX));
+        let both = files(&["/db/MANIFEST", "/db/table-000007.sst"]);
+        assert!(excuses.excuses(&both, 15, u64::MAX) && !excuses.excuses(&both, 0, u64::MAX));
+    }
+
+    #[test]
+    fn a_clean_write_after_damage_ends_the_excuse_until_new_damage_reaches_the_key() {
+        let mut excuses = excuses_with(&[("/db/table-000007.sst", 10, 20), ("/db/wal-000009.log", 0, 50)]);
+        let table = files(&["/db/table-000007.sst"]);
+        let logs = [Path::new("/db/wal-000009.log")];
+        assert!(excuses.excuses(&table, 15, u64::MAX));
+        assert!(excuses.acknowledged(&table, 15, 40, logs));
+        assert!(!excuses.excuses(&table, 15, u64::MAX) && !excuses.excuses(&table, 15, 40));
+        // A read at a snapshot below the new write reads an older version: still excused.
+        assert!(excuses.excuses(&table, 15, 39));
+        assert!(excuses.excuses(&table, 16, u64::MAX), "another key of the damaged table stays excused");
+        // The same file damaged again is no new event; a new file holding the key is.
+        let again = files(&["/db/table-000007.sst"]);
+        assert!(!excuses.excuses(&again, 15, u64::MAX));
+        excuses.record(Path::new("/db/table-000011.sst"), &key_bytes(15), &key_bytes(15));
+        let newer = files(&["/db/table-000007.sst", "/db/table-000011.sst"]);
+        assert!(excuses.excuses(&newer, 15, u64::MAX));
+    }
+
+    #[test]
+    fn a_write_that_may_have_landed_in_a_damaged_log_ends_no_excuse() {
+        let mut excuses = excuses_with(&[("/db/wal-000009.log", 0, 50)]);
+        let log = files(&["/db/wal-000009.log"]);
+        assert!(!excuses.acknowledged(&log, 15, 40, [Path::new("/db/wal-000009.log")]));
+        assert!(excuses.excuses(&log, 15, u64::MAX));
+        let mut anywhere = excuses_with(&[]);
+        assert!(!anywhere.acknowledged(&Damage::Anywhere, 15, 40, []));
+        assert!(anywhere.excuses(&Damage::Anywhere, 15, u64::MAX));
+        let mut undamaged = excuses_with(&[]);
+        assert!(!undamaged.acknowledged(&Damage::None, 15, 40, []), "nothing to end before any damage");
+    }
+}
