@@ -35,10 +35,10 @@ pub struct Options {
     /// more than one commit, so the committers it just released can join (ADR-0092). 0 disables the pause; at most
     /// [`GROUP_COMMIT_GATHER_US_MAX`].
     pub group_commit_gather_us: u64,
-    /// Keys longer than this are `InvalidArgument`: 1 ..= [`crate::KEY_SIZE_BYTES_MAX`], the format's limit and
+    /// Keys longer than this are `InvalidArgument`: 1 ..= [`crate::types::KEY_SIZE_BYTES_MAX`], the format's limit and
     /// the default (ADR-0099).
     pub key_size_bytes_max: usize,
-    /// Values longer than this are `InvalidArgument`: 1 ..= [`crate::VALUE_SIZE_BYTES_MAX`], the format's limit
+    /// Values longer than this are `InvalidArgument`: 1 ..= [`crate::types::VALUE_SIZE_BYTES_MAX`], the format's limit
     /// and the default (ADR-0099).
     pub value_size_bytes_max: usize,
     /// A commit whose log record would carry more payload than this is `InvalidArgument` (ADR-0071, ADR-0099):
@@ -65,8 +65,8 @@ impl Default for Options {
             table_size_bytes_target: 64 * 1024 * 1024,
             tracked_transactions_max: crate::ssi::TRACKED_TRANSACTIONS_MAX,
             group_commit_gather_us: 20,
-            key_size_bytes_max: crate::KEY_SIZE_BYTES_MAX,
-            value_size_bytes_max: crate::VALUE_SIZE_BYTES_MAX,
+            key_size_bytes_max: crate::types::KEY_SIZE_BYTES_MAX,
+            value_size_bytes_max: crate::types::VALUE_SIZE_BYTES_MAX,
             record_payload_bytes_max: crate::wal::RECORD_PAYLOAD_BYTES_MAX,
         }
     }
@@ -80,6 +80,11 @@ impl Options {
             bloom_bits_per_key: self.bloom_bits_per_key,
             ..crate::sstable::TableOptions::default()
         }
+    }
+
+    /// (key, value) size limits, as `types::check_write` takes them.
+    pub(crate) fn write_limits(&self) -> (usize, usize) {
+        (self.key_size_bytes_max, self.value_size_bytes_max)
     }
 
     /// The log payload of a commit of one write with the largest key and value these options allow: the least
@@ -97,8 +102,8 @@ impl Options {
         let table = self.table_options();
         let record_min = self.single_write_payload_bytes();
         let checks = [
-            ("key_size_bytes_max", (1..=crate::KEY_SIZE_BYTES_MAX).contains(&self.key_size_bytes_max)),
-            ("value_size_bytes_max", (1..=crate::VALUE_SIZE_BYTES_MAX).contains(&self.value_size_bytes_max)),
+            ("key_size_bytes_max", (1..=crate::types::KEY_SIZE_BYTES_MAX).contains(&self.key_size_bytes_max)),
+            ("value_size_bytes_max", (1..=crate::types::VALUE_SIZE_BYTES_MAX).contains(&self.value_size_bytes_max)),
             (
                 "record_payload_bytes_max",
                 (record_min..=crate::wal::RECORD_PAYLOAD_BYTES_MAX).contains(&self.record_payload_bytes_max),

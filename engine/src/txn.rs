@@ -171,7 +171,7 @@ impl<E: Env> Transaction<E> {
 
     fn buffer(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
         self.check_open()?;
-        check_write(key, value.unwrap_or(&[]), &self.db.inner.options)?;
+        check_write(key, value.unwrap_or(&[]), self.db.inner.options.write_limits())?;
         if self.writes.len() >= TRANSACTION_WRITES_MAX && !self.writes.contains_key(key) {
             let message = format!("a transaction may write at most {TRANSACTION_WRITES_MAX} keys");
             return Err(Error::InvalidArgument { message });
