@@ -64,10 +64,11 @@ pub(crate) fn track<E: Env>(
     tracked.map_err(|error| conflict(&inner.env, error))
 }
 
-/// A batch of `writes` over the log's record limit is `InvalidArgument` (ADR-0071).
-pub(crate) fn check_payload(payload_bytes: usize) -> Result<()> {
-    if payload_bytes > crate::wal::RECORD_PAYLOAD_BYTES_MAX {
-        let limit = crate::wal::RECORD_PAYLOAD_BYTES_MAX;
+/// A batch of `writes` over the log's record limit (`Options::record_payload_bytes_max`) is `InvalidArgument`
+/// (ADR-0071, ADR-0099).
+pub(crate) fn check_payload(payload_bytes: usize, options: &crate::Options) -> Result<()> {
+    let limit = options.record_payload_bytes_max;
+    if payload_bytes > limit {
         let message = format!("a transaction's writes take {payload_bytes} bytes in the log, over its {limit}");
         return Err(Error::InvalidArgument { message });
     }
@@ -89,7 +90,7 @@ pub(crate) fn submit<E: Env>(
     let last = first + writes.len() as u64 - 1;
     {
         let mut registry = inner.registry();
-        if let Err(error) = inner.check_writable().and_then(|()| check_payload(payload_bytes)) {
+        if let Err(error) = inner.check_writable().and_then(|()| check_payload(payload_bytes, &inner.options)) {
             registry.tracker.abort(txn);
             return Err(error);
         }

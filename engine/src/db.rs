@@ -57,14 +57,14 @@ impl<E: Env> Db<E> {
 
     /// Write `value` under `key`. With the default [`SyncMode::Sync`] it is durable when this returns.
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        check_write(key, value)?;
+        check_write(key, value, self.inner.options.write_limits())?;
         let write = BatchWrite { kind: ValueKind::Put, key: key.to_vec(), value: value.to_vec() };
         self.write_batch(vec![write]).map(|_| ())
     }
 
     /// Delete `key` (writes a tombstone).
     pub fn delete(&self, key: &[u8]) -> Result<()> {
-        check_write(key, &[])?;
+        check_write(key, &[], self.inner.options.write_limits())?;
         let write = BatchWrite { kind: ValueKind::Delete, key: key.to_vec(), value: Vec::new() };
         self.write_batch(vec![write]).map(|_| ())
     }

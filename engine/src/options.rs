@@ -35,6 +35,16 @@ pub struct Options {
     /// more than one commit, so the committers it just released can join (ADR-0092). 0 disables the pause; at most
     /// [`GROUP_COMMIT_GATHER_US_MAX`].
     pub group_commit_gather_us: u64,
+    /// Keys longer than this are `InvalidArgument`: 1 ..= [`crate::types::KEY_SIZE_BYTES_MAX`], the format's limit and
+    /// the default (ADR-0099).
+    pub key_size_bytes_max: usize,
+    /// Values longer than this are `InvalidArgument`: 1 ..= [`crate::types::VALUE_SIZE_BYTES_MAX`], the format's limit
+    /// and the default (ADR-0099).
+    pub value_size_bytes_max: usize,
+    /// A commit whose log record would carry more payload than this is `InvalidArgument` (ADR-0071, ADR-0099):
+    /// at least one write of the largest key and value ([`Options::single_write_payload_bytes`]), at most
+    /// [`crate::wal::RECORD_PAYLOAD_BYTES_MAX`], the format's limit and the default.
+    pub record_payload_bytes_max: usize,
 }
 
 /// The longest group-commit gather pause [`Options::validate`] accepts: 10 ms.
@@ -55,6 +65,9 @@ impl Default for Options {
             table_size_bytes_target: 64 * 1024 * 1024,
             tracked_transactions_max: crate::ssi::TRACKED_TRANSACTIONS_MAX,
             group_commit_gather_us: 20,
+            key_size_bytes_max: crate::types::KEY_SIZE_BYTES_MAX,
+            value_size_bytes_max: crate::types::VALUE_SIZE_BYTES_MAX,
+            record_payload_bytes_max: crate::wal::RECORD_PAYLOAD_BYTES_MAX,
         }
     }
 }
@@ -69,10 +82,32 @@ impl Options {
         }
     }
 
+    /// (key, value) size limits, as `types::check_write` takes them.
+    pub(crate) fn write_limits(&self) -> (usize, usize) {
+        (self.key_size_bytes_max, self.value_size_bytes_max)
+    }
+
+    /// The log payload of a commit of one write with the largest key and value these options allow: the least
+    /// `record_payload_bytes_max` may be (saturating, so absurd limits stay comparable).
+    pub fn single_write_payload_bytes(&self) -> usize {
+        let write = crate::wal::batch_write_bytes(0, 0);
+        crate::wal::BATCH_HEADER_BYTES
+            .saturating_add(write)
+            .saturating_add(self.key_size_bytes_max)
+            .saturating_add(self.value_size_bytes_max)
+    }
+
     /// Check every option is in range (`Db::open` calls this): `InvalidArgument` names the option.
     pub fn validate(&self) -> crate::Result<()> {
         let table = self.table_options();
+        let record_min = self.single_write_payload_bytes();
         let checks = [
+            ("key_size_bytes_max", (1..=crate::types::KEY_SIZE_BYTES_MAX).contains(&self.key_size_bytes_max)),
+            ("value_size_bytes_max", (1..=crate::types::VALUE_SIZE_BYTES_MAX).contains(&self.value_size_bytes_max)),
+            (
+                "record_payload_bytes_max",
+                (record_min..=crate::wal::RECORD_PAYLOAD_BYTES_MAX).contains(&self.record_payload_bytes_max),
+            ),
             ("bloom_bits_per_key", (1..=crate::sstable::BLOOM_BITS_PER_KEY_MAX).contains(&table.bloom_bits_per_key)),
             ("block_size_bytes", (64..=crate::sstable::BLOCK_SIZE_BYTES_MAX).contains(&table.block_size_bytes)),
             ("flush_threshold_bytes", self.flush_threshold_bytes > 0),
@@ -141,6 +176,25 @@ impl Options {
     /// The group-commit gather pause (ADR-0092): 0 turns it off.
     pub fn with_group_commit_gather_us(mut self, micros: u64) -> Self {
         self.group_commit_gather_us = micros;
+        self
+    }
+
+    /// Refuse keys longer than `bytes` (ADR-0099; `Db::open` checks the range).
+    pub fn with_key_size_bytes_max(mut self, bytes: usize) -> Self {
+        self.key_size_bytes_max = bytes;
+        self
+    }
+
+    /// Refuse values longer than `bytes` (ADR-0099; `Db::open` checks the range).
+    pub fn with_value_size_bytes_max(mut self, bytes: usize) -> Self {
+        self.value_size_bytes_max = bytes;
+        self
+    }
+
+    /// Refuse commits whose log record would carry more than `bytes` of payload (ADR-0099; `Db::open` checks
+    /// the range).
+    pub fn with_record_payload_bytes_max(mut self, bytes: usize) -> Self {
+        self.record_payload_bytes_max = bytes;
         self
     }
 

@@ -171,7 +171,7 @@ impl<E: Env> Transaction<E> {
 
     fn buffer(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
         self.check_open()?;
-        check_write(key, value.unwrap_or(&[]))?;
+        check_write(key, value.unwrap_or(&[]), self.db.inner.options.write_limits())?;
         if self.writes.len() >= TRANSACTION_WRITES_MAX && !self.writes.contains_key(key) {
             let message = format!("a transaction may write at most {TRANSACTION_WRITES_MAX} keys");
             return Err(Error::InvalidArgument { message });
@@ -179,7 +179,7 @@ impl<E: Env> Transaction<E> {
         let replaced =
             self.writes.get(key).map_or(0, |old| batch_write_bytes(key.len(), old.as_ref().map_or(0, Vec::len)));
         let payload_bytes = self.payload_bytes - replaced + batch_write_bytes(key.len(), value.map_or(0, <[u8]>::len));
-        crate::commit::check_payload(payload_bytes)?;
+        crate::commit::check_payload(payload_bytes, &self.db.inner.options)?;
         let doomed = {
             self.db.inner.check_open()?;
             self.db.inner.registry().tracker.check_doomed_public(self.id)

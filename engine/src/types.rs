@@ -13,15 +13,16 @@ pub const KEY_SIZE_BYTES_MAX: usize = 64 * 1024;
 /// Values longer than this are rejected with `InvalidArgument`.
 pub const VALUE_SIZE_BYTES_MAX: usize = 16 * 1024 * 1024;
 
-/// The one check of a write's key and value (every write path): a key is 1 to [`KEY_SIZE_BYTES_MAX`] bytes (empty
-/// keys are invalid, ADR-0076), a value at most [`VALUE_SIZE_BYTES_MAX`]; else `InvalidArgument`.
-pub(crate) fn check_write(key: &[u8], value: &[u8]) -> crate::Result<()> {
+/// The one check of a write's key and value (every write path): a key is 1 to `key_max` bytes (empty keys are
+/// invalid, ADR-0076), a value at most `value_max` bytes (the options' limits, ADR-0099; by default
+/// [`KEY_SIZE_BYTES_MAX`] and [`VALUE_SIZE_BYTES_MAX`]); else `InvalidArgument`.
+pub(crate) fn check_write(key: &[u8], value: &[u8], (key_max, value_max): (usize, usize)) -> crate::Result<()> {
     let message = if key.is_empty() {
         "an empty key is invalid".to_string()
-    } else if key.len() > KEY_SIZE_BYTES_MAX {
-        format!("key of {} bytes over {KEY_SIZE_BYTES_MAX}", key.len())
-    } else if value.len() > VALUE_SIZE_BYTES_MAX {
-        format!("value of {} bytes over {VALUE_SIZE_BYTES_MAX}", value.len())
+    } else if key.len() > key_max {
+        format!("key of {} bytes over {key_max}", key.len())
+    } else if value.len() > value_max {
+        format!("value of {} bytes over {value_max}", value.len())
     } else {
         return Ok(());
     };

@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use engine::ssi::ConflictCause;
+use engine::wal::RECORD_PAYLOAD_BYTES_MAX;
 use engine::{Db, Error, KEY_SIZE_BYTES_MAX, Options, VALUE_SIZE_BYTES_MAX};
 use env::{Env, SimEnv};
 
@@ -174,4 +175,51 @@ fn an_empty_first_segment_without_a_manifest_still_opens() {
     let db = open(&env);
     db.put(b"k", b"v").expect("a new database");
     assert_eq!(db.get(b"k").expect("get").as_deref(), Some(&b"v"[..]));
+}
+
+#[test]
+fn configured_size_limits_refuse_past_them_and_accept_up_to_them() {
+    let env = SimEnv::new(11);
+    let (key_max, value_max) = (100, 1000);
+    let options = Options::default().with_key_size_bytes_max(key_max).with_value_size_bytes_max(value_max);
+    let options = options.with_record_payload_bytes_max(2500);
+    let db = Db::open(env.clone(), "/db", options).expect("small limits are valid");
+    db.put(&vec![b'k'; key_max], &vec![1u8; value_max]).expect("a write at both limits is accepted");
+    assert!(is_invalid(db.put(&vec![b'k'; key_max + 1], b"v")), "a key one byte over the configured limit");
+    assert!(is_invalid(db.put(b"k", &vec![1u8; value_max + 1])), "a value one byte over the configured limit");
+    let mut txn = db.begin().expect("begin");
+    txn.put(b"a", &vec![2u8; value_max]).expect("one value fits the 2500-byte record");
+    txn.put(b"b", &vec![2u8; value_max]).expect("two values fit");
+    assert!(is_invalid(txn.put(b"c", &vec![2u8; value_max])), "the third crosses the configured record limit");
+    txn.commit().expect("the transaction under the limit commits");
+    assert_eq!(db.get(b"b").expect("get").map(|v| v.len()), Some(value_max));
+}
+
+#[test]
+fn size_limits_out_of_range_are_invalid_arguments_at_open() {
+    let env = SimEnv::new(12);
+    let default = Options::default();
+    let single = default.single_write_payload_bytes();
+    let cases = [
+        ("key_size_bytes_max", default.clone().with_key_size_bytes_max(0)),
+        ("key_size_bytes_max", default.clone().with_key_size_bytes_max(KEY_SIZE_BYTES_MAX + 1)),
+        ("value_size_bytes_max", default.clone().with_value_size_bytes_max(0)),
+        ("value_size_bytes_max", default.clone().with_value_size_bytes_max(VALUE_SIZE_BYTES_MAX + 1)),
+        ("record_payload_bytes_max", default.clone().with_record_payload_bytes_max(0)),
+        ("record_payload_bytes_max", default.clone().with_record_payload_bytes_max(single - 1)),
+        ("record_payload_bytes_max", default.clone().with_record_payload_bytes_max(RECORD_PAYLOAD_BYTES_MAX + 1)),
+    ];
+    for (name, options) in cases {
+        let result = Db::open(env.clone(), "/db", options);
+        assert!(
+            matches!(&result, Err(Error::InvalidArgument { message }) if message.contains(name)),
+            "{name}: {:?}",
+            result.err()
+        );
+    }
+    assert!(env.files().is_empty(), "a refused open creates no file");
+    let limits = (default.key_size_bytes_max, default.value_size_bytes_max, default.record_payload_bytes_max);
+    assert_eq!(limits, (KEY_SIZE_BYTES_MAX, VALUE_SIZE_BYTES_MAX, RECORD_PAYLOAD_BYTES_MAX), "defaults unchanged");
+    let at_min = default.with_record_payload_bytes_max(single);
+    Db::open(env, "/db", at_min).expect("the least record limit: one write of the largest key and value").close().ok();
 }

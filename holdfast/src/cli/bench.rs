@@ -37,25 +37,119 @@ impl BenchLine {
         Self::per_second(self.work_steps, self.wall_nanos)
     }
 
+    /// Work steps per second of CPU time of the threads that ran the seeds (other processes do not lower it).
+    fn work_steps_per_cpu_second(&self) -> f64 {
+        Self::per_second(self.work_steps, self.seed_cpu_nanos.iter().sum())
+    }
+
+    fn median_seed_nanos(&self) -> u64 {
+        self.seed_cpu_nanos.get(self.seed_cpu_nanos.len() / 2).copied().unwrap_or(0)
+    }
+
+    fn max_seed_nanos(&self) -> u64 {
+        self.seed_cpu_nanos.last().copied().unwrap_or(0)
+    }
+
     /// `swarm target=... seeds=... seeds_per_second=... work_steps_per_second=... median_seed_ms=...
-    /// max_seed_ms=... idle_share=...`.
+    /// max_seed_ms=... idle_share=... cpu_work_steps_per_second=...`.
     fn render(&self) -> String {
         let ms = |nanos: u64| nanos as f64 / 1e6;
-        let median = self.seed_cpu_nanos.get(self.seed_cpu_nanos.len() / 2).copied().unwrap_or(0);
-        let max = self.seed_cpu_nanos.last().copied().unwrap_or(0);
         let idle = 1.0 - self.work_steps as f64 / self.steps.max(1) as f64;
         format!(
             "swarm target={} seeds={} seeds_per_second={:.1} work_steps_per_second={:.0} median_seed_ms={:.2} \
-             max_seed_ms={:.2} idle_share={:.4}",
+             max_seed_ms={:.2} idle_share={:.4} cpu_work_steps_per_second={:.0}",
             self.target,
             self.seeds,
             Self::per_second(self.seeds, self.wall_nanos),
             self.work_steps_per_second(),
-            ms(median),
-            ms(max),
-            idle
+            ms(self.median_seed_nanos()),
+            ms(self.max_seed_nanos()),
+            idle,
+            self.work_steps_per_cpu_second()
         )
     }
+}
+
+/// `--max-seed-ratio TARGET=R`: the target's slowest seed may cost at most R times its median seed (CPU time).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SeedRatioGuard {
+    pub target: String,
+    pub ratio_max: f64,
+}
+
+/// `--min-steps-ratio A/B=R`: target A's work steps per CPU second must be at least R times target B's in the
+/// same run (so the machine's speed cancels).
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepsRatioGuard {
+    pub target: String,
+    pub baseline: String,
+    pub ratio_min: f64,
+}
+
+/// `NAME=R` with R a positive number.
+fn parse_named_ratio(text: &str) -> Result<(&str, f64), String> {
+    let (name, ratio) = text.split_once('=').ok_or_else(|| format!("{text:?}: want NAME=RATIO"))?;
+    let ratio: f64 = ratio.parse().map_err(|_| format!("{text:?}: {ratio:?} is not a number"))?;
+    if name.is_empty() || !ratio.is_finite() || ratio <= 0.0 {
+        return Err(format!("{text:?}: want a target name and a positive ratio"));
+    }
+    Ok((name, ratio))
+}
+
+/// Parse `--max-seed-ratio engine=20`.
+pub fn parse_seed_ratio(text: &str) -> Result<SeedRatioGuard, String> {
+    let (target, ratio_max) = parse_named_ratio(text)?;
+    Ok(SeedRatioGuard { target: target.to_string(), ratio_max })
+}
+
+/// Parse `--min-steps-ratio engine/txn=0.3`.
+pub fn parse_steps_ratio(text: &str) -> Result<StepsRatioGuard, String> {
+    let (pair, ratio_min) = parse_named_ratio(text)?;
+    let (target, baseline) = pair.split_once('/').ok_or_else(|| format!("{text:?}: want A/B=RATIO"))?;
+    if target.is_empty() || baseline.is_empty() || target == baseline {
+        return Err(format!("{text:?}: want two different target names, A/B=RATIO"));
+    }
+    Ok(StepsRatioGuard { target: target.to_string(), baseline: baseline.to_string(), ratio_min })
+}
+
+/// The guards `lines` break: one message each (a guard naming a target the run did not bench breaks too).
+fn broken_guards(lines: &[BenchLine], seed_ratios: &[SeedRatioGuard], steps_ratios: &[StepsRatioGuard]) -> Vec<String> {
+    let line = |name: &str| lines.iter().find(|line| line.target == name);
+    let mut broken = Vec::new();
+    for guard in seed_ratios {
+        let Some(line) = line(&guard.target) else {
+            broken.push(format!("--max-seed-ratio: target {} was not benched", guard.target));
+            continue;
+        };
+        let (median, max) = (line.median_seed_nanos(), line.max_seed_nanos());
+        let ratio = max as f64 / median.max(1) as f64;
+        if median == 0 || ratio > guard.ratio_max {
+            broken.push(format!(
+                "--max-seed-ratio: {}'s slowest seed took {:.2} ms of CPU, {ratio:.1} times its median {:.2} ms \
+                 (at most {} allowed)",
+                guard.target,
+                max as f64 / 1e6,
+                median as f64 / 1e6,
+                guard.ratio_max
+            ));
+        }
+    }
+    for guard in steps_ratios {
+        let (Some(target), Some(baseline)) = (line(&guard.target), line(&guard.baseline)) else {
+            broken.push(format!("--min-steps-ratio: {} or {} was not benched", guard.target, guard.baseline));
+            continue;
+        };
+        let (ours, theirs) = (target.work_steps_per_cpu_second(), baseline.work_steps_per_cpu_second());
+        let ratio = ours / theirs.max(1e-9);
+        if ratio < guard.ratio_min {
+            broken.push(format!(
+                "--min-steps-ratio: {} ran {ours:.0} work steps per CPU second, {ratio:.3} times {}'s {theirs:.0} \
+                 (at least {} required)",
+                guard.target, guard.baseline, guard.ratio_min
+            ));
+        }
+    }
+    broken
 }
 
 /// The seeds `--bench` runs: `--seeds A..B`, else the standard `0..STANDARD_SEEDS`.
@@ -139,12 +233,63 @@ pub(super) fn bench_all(cli: &Cli, args: &Args) -> u8 {
         }
         None => {}
     }
-    if lines.iter().any(|line| line.failed > 0) { EXIT_FAIL } else { EXIT_PASS }
+    let broken = broken_guards(&lines, &args.max_seed_ratio, &args.min_steps_ratio);
+    for message in &broken {
+        eprintln!("error: {message}");
+    }
+    if lines.iter().any(|line| line.failed > 0) || !broken.is_empty() { EXIT_FAIL } else { EXIT_PASS }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn line(target: &'static str, work_steps: u64, seed_cpu_nanos: Vec<u64>) -> BenchLine {
+        BenchLine {
+            target,
+            seeds: seed_cpu_nanos.len() as u64,
+            failed: 0,
+            wall_nanos: 1_000_000_000,
+            work_steps,
+            steps: work_steps,
+            seed_cpu_nanos,
+            real_io: None,
+        }
+    }
+
+    #[test]
+    fn guards_pass_within_their_bounds_and_fail_past_them() {
+        // engine (sorted, as bench_target keeps them): median 10 ms, max 200 ms (20x); 1,000 steps in 0.4 CPU-s.
+        // txn: 1,000 steps in 0.1 CPU-s, so engine/txn is 0.25.
+        let lines = [
+            line("engine", 1_000, vec![10_000_000, 10_000_000, 10_000_000, 170_000_000, 200_000_000]),
+            line("txn", 1_000, vec![20_000_000; 5]),
+        ];
+        let seed = |ratio_max| vec![parse_seed_ratio(&format!("engine={ratio_max}")).expect("parses")];
+        let steps = |ratio_min| vec![parse_steps_ratio(&format!("engine/txn={ratio_min}")).expect("parses")];
+        assert_eq!(broken_guards(&lines, &seed(20.0), &steps(0.25)), Vec::<String>::new());
+        let broken = broken_guards(&lines, &seed(19.9), &steps(0.26));
+        assert_eq!(broken.len(), 2, "{broken:?}");
+        assert!(broken[0].contains("20.0 times its median 10.00 ms"), "{broken:?}");
+        assert!(broken[1].contains("0.250 times txn's 10000"), "{broken:?}");
+        let unknown = broken_guards(&lines, &[parse_seed_ratio("redb=5").expect("parses")], &[]);
+        assert_eq!(unknown, vec!["--max-seed-ratio: target redb was not benched".to_string()]);
+        let no_cpu = [line("engine", 1_000, vec![0; 3])];
+        assert_eq!(broken_guards(&no_cpu, &seed(20.0), &[]).len(), 1, "no CPU time measured cannot pass");
+    }
+
+    #[test]
+    fn guard_arguments_parse_or_say_what_is_wrong() {
+        let guard = parse_steps_ratio("engine/txn=0.3").expect("parses");
+        assert_eq!((guard.target.as_str(), guard.baseline.as_str(), guard.ratio_min), ("engine", "txn", 0.3));
+        assert_eq!(parse_seed_ratio("engine=20").expect("parses").ratio_max, 20.0);
+        for bad in ["engine", "engine=", "engine=x", "=3", "engine=0", "engine=-1", "engine=inf"] {
+            assert!(parse_seed_ratio(bad).is_err(), "{bad}");
+        }
+        for bad in ["engine=0.3", "engine/=0.3", "/txn=0.3", "txn/txn=1"] {
+            assert!(parse_steps_ratio(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn the_line_has_the_documented_form() {
@@ -161,7 +306,7 @@ mod tests {
         assert_eq!(
             line.render(),
             "swarm target=engine seeds=4 seeds_per_second=2.0 work_steps_per_second=1500 median_seed_ms=3.00 \
-             max_seed_ms=9.00 idle_share=0.2500"
+             max_seed_ms=9.00 idle_share=0.2500 cpu_work_steps_per_second=200000"
         );
     }
 }

@@ -142,11 +142,22 @@ pub struct Args {
     /// Benchmark every target this binary has: each runs its standard swarm (seeds 0..1000, or --seeds A..B;
     /// default steps; one job), through the same code as any swarm, and prints one line per target:
     /// `swarm target=T seeds=N seeds_per_second=X work_steps_per_second=Y median_seed_ms=A max_seed_ms=B
-    /// idle_share=C` (seed times are CPU time of the thread that ran the seed). Then `steps_per_second:` (the
+    /// idle_share=C cpu_work_steps_per_second=D` (seed times are CPU time of the thread that ran the seed; D is
+    /// the work steps over the seeds' summed CPU time). Then `steps_per_second:` (the
     /// first target's work steps per second) and, where the binary can replay operations on real IO,
     /// `speedup_vs_real_io:`.
     #[arg(long)]
     pub bench: bool,
+
+    /// With --bench: exit 1 when target T's slowest seed costs more than R times its median seed, in CPU time
+    /// (`--max-seed-ratio engine=20`). Repeatable.
+    #[arg(long, value_name = "T=R", value_parser = bench::parse_seed_ratio, requires = "bench")]
+    pub max_seed_ratio: Vec<bench::SeedRatioGuard>,
+
+    /// With --bench: exit 1 when target A's work steps per CPU second fall below R times target B's in the same
+    /// run, so the machine's speed cancels (`--min-steps-ratio engine/txn=0.3`). Repeatable.
+    #[arg(long, value_name = "A/B=R", value_parser = bench::parse_steps_ratio, requires = "bench")]
+    pub min_steps_ratio: Vec<bench::StepsRatioGuard>,
 
     /// Shrink the failure found by --seed, --replay or --seeds (the first failing seed): replay smaller schedules
     /// and simpler configurations while the failure keeps its signature (invariant and kind), then print the

@@ -230,12 +230,35 @@ fn bench_prints_one_line_per_target_and_the_totals() {
         let keys: Vec<&str> =
             line.split(' ').skip(1).map(|field| field.split('=').next().unwrap_or_default()).collect();
         let want = ["target", "seeds", "seeds_per_second", "work_steps_per_second", "median_seed_ms", "max_seed_ms"];
-        assert_eq!(keys, [&want[..], &["idle_share"]].concat(), "{line}");
-        let idle: f64 = line.rsplit('=').next().and_then(|value| value.parse().ok()).expect("a number");
-        assert!((0.0..=1.0).contains(&idle), "{line}");
+        assert_eq!(keys, [&want[..], &["idle_share", "cpu_work_steps_per_second"]].concat(), "{line}");
+        let field = |key: &str| -> f64 {
+            let value = line.split(' ').find_map(|field| field.strip_prefix(key)?.strip_prefix('='));
+            value.and_then(|value| value.parse().ok()).unwrap_or_else(|| panic!("{key} in {line}"))
+        };
+        assert!((0.0..=1.0).contains(&field("idle_share")), "{line}");
+        assert!(field("cpu_work_steps_per_second") > 0.0, "{line}");
     }
     assert!(text.lines().any(|line| line.starts_with("steps_per_second: ")), "{text}");
     assert!(text.lines().any(|line| line.starts_with("speedup_vs_real_io: ")), "{text}");
+}
+
+/// `--bench`'s guards (ADR-0100): loose bounds pass; a steps floor no engine meets, or a guard naming a target
+/// the run did not bench, exits 1 with a message naming the guard.
+#[test]
+fn bench_guards_pass_within_bounds_and_exit_1_past_them() {
+    let bench = ["--bench", "--seeds", "0..3", "--steps", "100"];
+    let loose = simulator(
+        &[&bench[..], &["--max-seed-ratio", "engine=1000", "--min-steps-ratio", "engine/txn=0.001"]].concat(),
+    );
+    assert_eq!(loose.status.code(), Some(0), "{}", String::from_utf8_lossy(&loose.stderr));
+    let tight =
+        simulator(&[&bench[..], &["--min-steps-ratio", "engine/txn=1000", "--max-seed-ratio", "redb=5"]].concat());
+    let stderr = String::from_utf8_lossy(&tight.stderr);
+    assert_eq!(tight.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("error: --min-steps-ratio: engine ran "), "{stderr}");
+    assert!(stderr.contains("error: --max-seed-ratio: target redb was not benched"), "{stderr}");
+    let bad = simulator(&[&bench[..], &["--min-steps-ratio", "engine=0.3"]].concat());
+    assert_eq!(bad.status.code(), Some(2), "a malformed guard is bad input");
 }
 
 /// A swarm's summary says how many of the engine's declared probes some seed hit and names the others; `--json`

@@ -24,10 +24,11 @@ pub struct OpWeights {
     pub scan: u64,
     pub flush: u64,
     pub compact: u64,
-    /// Keys of 0, 1, `KEY_SIZE_BYTES_MAX` and one more bytes (ADR-0071, ADR-0072, ADR-0073, ADR-0074, ADR-0075, ADR-0076, ADR-0077; absent from a schedule when 0).
+    /// Keys of 0, 1, the run's key limit and one more bytes (ADR-0071 to ADR-0077, ADR-0099; absent from a schedule
+    /// when 0).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub odd_key: u64,
-    /// Transactions of up to five 16 MiB values: near and over the log's record limit.
+    /// Transactions of up to five values at the run's value limit: near and over its record limit (ADR-0099).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub big_txn: u64,
     /// Read-only transactions held across later steps, and their release.
@@ -74,6 +75,67 @@ pub struct EngineConfig {
     /// run; absent from a schedule when unset).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tracked_transactions_max: Option<u64>,
+    /// The engine's size limits (ADR-0099): drawn small, so the operations that probe them cost kilobytes.
+    /// Absent from schedules written before ADR-0099: those run under the engine's defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<LimitsConfig>,
+}
+
+/// The engine's size limits a run uses (`engine::Options` of the same names, ADR-0099).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LimitsConfig {
+    pub key_size_bytes_max: u64,
+    pub value_size_bytes_max: u64,
+    pub record_payload_bytes_max: u64,
+}
+
+/// The largest key limit a seed draws (the workload's own keys are 7 bytes).
+pub const KEY_LIMIT_BYTES_MAX: u64 = 4096;
+/// The smallest key limit a seed draws.
+pub const KEY_LIMIT_BYTES_MIN: u64 = 64;
+/// The smallest value limit a seed draws (it is also at least the workload's largest value).
+pub const VALUE_LIMIT_BYTES_MIN: u64 = 4096;
+
+impl LimitsConfig {
+    /// The engine's defaults: the format's limits.
+    pub fn engine_defaults() -> Self {
+        let options = Options::default();
+        Self {
+            key_size_bytes_max: options.key_size_bytes_max as u64,
+            value_size_bytes_max: options.value_size_bytes_max as u64,
+            record_payload_bytes_max: options.record_payload_bytes_max as u64,
+        }
+    }
+
+    /// Small limits for a run of `workload`: a key limit of [`KEY_LIMIT_BYTES_MIN`]..=[`KEY_LIMIT_BYTES_MAX`],
+    /// a value limit at least the workload's largest value (so its ordinary writes are never refused), and a
+    /// record limit from one write of the largest key and value to four largest values (so a big transaction of
+    /// four or five values is always over it).
+    pub fn draw(rng: &mut DeterministicRng, workload: &Workload) -> Self {
+        let key_size_bytes_max = rng.range_inclusive(KEY_LIMIT_BYTES_MIN, KEY_LIMIT_BYTES_MAX);
+        let largest = u64::from(workload.value_size_bytes_max.max(workload.large_value_size_bytes_max));
+        let value_size_bytes_max = largest.max(VALUE_LIMIT_BYTES_MIN) + rng.below(1024);
+        let single = Self { key_size_bytes_max, value_size_bytes_max, record_payload_bytes_max: 0 }.single_write();
+        let record_payload_bytes_max = rng.range_inclusive(single, 4 * value_size_bytes_max);
+        Self { key_size_bytes_max, value_size_bytes_max, record_payload_bytes_max }
+    }
+
+    /// The least record limit the engine accepts with these key and value limits.
+    fn single_write(&self) -> u64 {
+        let options = Options::default()
+            .with_key_size_bytes_max(usize::try_from(self.key_size_bytes_max).unwrap_or(usize::MAX))
+            .with_value_size_bytes_max(usize::try_from(self.value_size_bytes_max).unwrap_or(usize::MAX));
+        options.single_write_payload_bytes() as u64
+    }
+
+    /// These limits on `options`.
+    pub fn apply(&self, options: Options) -> Options {
+        let bytes = |limit: u64| usize::try_from(limit).unwrap_or(usize::MAX);
+        options
+            .with_key_size_bytes_max(bytes(self.key_size_bytes_max))
+            .with_value_size_bytes_max(bytes(self.value_size_bytes_max))
+            .with_record_payload_bytes_max(bytes(self.record_payload_bytes_max))
+    }
 }
 
 impl EngineConfig {
@@ -100,7 +162,8 @@ impl EngineConfig {
             l0_compaction_trigger: rng.range_inclusive(2, 8),
             block_cache_bytes: if rng.chance_ppm(300_000) { 0 } else { (16 * 1024) << rng.below(6) },
         };
-        let mut config = Self { workload, weights, tuning, tracked_transactions_max: None };
+        let limits = Some(LimitsConfig::draw(&mut DeterministicRng::stream(seed, "engine.limits"), &workload));
+        let mut config = Self { workload, weights, tuning, tracked_transactions_max: None, limits };
         config.draw_robust(seed);
         config.validate().expect("the engine target generated an invalid configuration");
         config
@@ -139,13 +202,26 @@ impl EngineConfig {
         {
             return Err(format!("tracked_transactions_max {max} out of range"));
         }
-        Ok(())
+        let limits = self.limits();
+        let w = &self.workload;
+        if u64::from(w.value_size_bytes_max.max(w.large_value_size_bytes_max)) > limits.value_size_bytes_max {
+            return Err(format!(
+                "limits.value_size_bytes_max {} below the workload's values",
+                limits.value_size_bytes_max
+            ));
+        }
+        self.options().validate().map_err(|error| error.to_string())
+    }
+
+    /// The size limits the run uses: the drawn ones, else the engine's defaults.
+    pub fn limits(&self) -> LimitsConfig {
+        self.limits.unwrap_or_else(LimitsConfig::engine_defaults)
     }
 
     /// Engine options (always `SyncMode::Sync`: the oracle treats every acknowledged write as durable).
     pub fn options(&self) -> Options {
         let tuning = &self.tuning;
-        Options::default()
+        let options = Options::default()
             .with_flush_threshold_bytes(tuning.flush_threshold_bytes)
             .with_block_size_bytes(usize::try_from(tuning.block_size_bytes).unwrap_or(4096))
             .with_bloom_bits_per_key(tuning.bloom_bits_per_key)
@@ -157,7 +233,8 @@ impl EngineConfig {
                 self.tracked_transactions_max.map_or(engine::ssi::TRACKED_TRANSACTIONS_MAX, |max| {
                     usize::try_from(max).unwrap_or(engine::ssi::TRACKED_TRANSACTIONS_MAX)
                 }),
-            )
+            );
+        self.limits().apply(options)
     }
 
     /// Simpler configurations for the shrinker: a simpler workload, no block cache, larger flush thresholds.
@@ -226,5 +303,40 @@ mod tests {
                 assert_ne!(&simpler, config);
             }
         }
+    }
+
+    #[test]
+    fn drawn_limits_are_small_valid_and_keep_big_transactions_over_the_record_limit() {
+        for seed in 0..200 {
+            let config = EngineConfig::from_seed(seed);
+            let limits = config.limits.expect("every drawn seed has limits");
+            let w = &config.workload;
+            let largest = u64::from(w.value_size_bytes_max.max(w.large_value_size_bytes_max));
+            assert!((KEY_LIMIT_BYTES_MIN..=KEY_LIMIT_BYTES_MAX).contains(&limits.key_size_bytes_max), "{limits:?}");
+            assert!(limits.value_size_bytes_max >= largest, "seed {seed}: the workload's values are never refused");
+            assert!(limits.value_size_bytes_max <= 128 * 1024, "seed {seed}: kilobytes, not MiB: {limits:?}");
+            // Four values at the value limit are over the record limit: the oversize path is reached.
+            assert!(4 * limits.value_size_bytes_max >= limits.record_payload_bytes_max, "{limits:?}");
+            assert!(limits.record_payload_bytes_max >= limits.single_write(), "{limits:?}");
+            assert_eq!(config.validate(), Ok(()));
+        }
+    }
+
+    #[test]
+    fn a_config_without_limits_runs_under_the_engine_defaults_and_bad_limits_are_refused() {
+        let mut config = EngineConfig::from_seed(3);
+        config.limits = None;
+        let json = serde_json::to_string(&config).expect("serialises");
+        assert!(!json.contains("limits"), "an absent field stays absent: {json}");
+        let read: EngineConfig = serde_json::from_str(&json).expect("a schedule from before ADR-0099 loads");
+        assert_eq!(read.limits(), LimitsConfig::engine_defaults());
+        assert_eq!(read.options().record_payload_bytes_max, engine::wal::RECORD_PAYLOAD_BYTES_MAX);
+        let mut small = EngineConfig::from_seed(3);
+        let limits = small.limits.as_mut().expect("drawn");
+        limits.value_size_bytes_max = 1;
+        assert!(small.validate().is_err(), "a value limit below the workload's values is refused");
+        let mut zero = EngineConfig::from_seed(3);
+        zero.limits.as_mut().expect("drawn").record_payload_bytes_max = 0;
+        assert!(zero.validate().expect_err("a record limit of 0").contains("record_payload_bytes_max"));
     }
 }

@@ -63,7 +63,7 @@ use holdfast::{
     WorldConfig,
 };
 
-pub use self::config::{EngineConfig, OpWeights, TuningConfig};
+pub use self::config::{EngineConfig, LimitsConfig, OpWeights, TuningConfig};
 pub use self::model::{Model, Resolution};
 pub use self::ops::{Observation, Op};
 

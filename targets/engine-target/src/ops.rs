@@ -28,7 +28,7 @@ pub enum Op {
     Flush,
     /// `db.compact()`.
     Compact,
-    /// A put under a key of `len` bytes outside the key space: 0 (empty) and over `KEY_SIZE_BYTES_MAX` must be
+    /// A put under a key of `len` bytes outside the key space: 0 (empty) and over the run's key limit must be
     /// refused, the maximum accepted (ADR-0071, ADR-0072, ADR-0073, ADR-0074, ADR-0075, ADR-0076, ADR-0077).
     OddKey { len: u32, value: ValueSpec },
     /// One transaction writing `values` values (ids from `value.id`) under keys `key..`: near and over the log's

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use engine::{Db, Error, KEY_SIZE_BYTES_MAX, ReadTransaction};
+use engine::{Db, Error, ReadTransaction};
 use holdfast::env::{DeterministicRng, SimEnv};
 use holdfast::kit::{ValueSpec, key_bytes, value_bytes};
 use holdfast::{FailureKind, Observed, Violation, World};
@@ -14,7 +14,8 @@ use crate::{EngineTarget, system_error};
 
 /// The most read-only transactions the target holds open at once.
 pub const READERS_MAX: usize = 4;
-/// The most values one big transaction writes (each `VALUE_SIZE_BYTES_MAX`, 16 MiB).
+/// The most values one big transaction writes (each at the run's value limit, `LimitsConfig`: kilobytes in
+/// the seeds drawn since ADR-0099, 16 MiB in older seed files).
 pub const BIG_TXN_VALUES_MAX: u32 = 5;
 /// The share of big transactions that write one value (and commit) instead of four or five (refused).
 const BIG_TXN_COMMITTED_PPM: u32 = 125_000;
@@ -37,17 +38,18 @@ impl EngineTarget {
     pub(crate) fn generate_robust(&mut self, rng: &mut DeterministicRng, config: &EngineConfig, kind: usize) -> Op {
         let workload = &config.workload;
         let value = ValueSpec { id: self.next_value_id, len: workload.pick_value_len_bytes(rng) };
+        let limits = config.limits();
         match kind {
             0 => {
                 self.next_value_id += 1;
-                let limit = u32::try_from(KEY_SIZE_BYTES_MAX).expect("fits");
+                let limit = u32::try_from(limits.key_size_bytes_max).expect("fits");
                 let len = [0, 1, limit, limit + 1][rng.index(4)];
                 Op::OddKey { len, value }
             }
             1 => {
                 // Mostly over the record limit (refused before anything is written: cheap); rarely one value at
-                // the value limit, committed. A commit near the record limit (48 MiB) would cost a seed hundreds
-                // of MiB of simulated disk: `engine/tests/integration/robust.rs` commits one instead.
+                // the value limit, committed. The limits are the run's (kilobytes, ADR-0099); a commit near the
+                // engine's default 64 MiB record limit is `engine/tests/integration/robust.rs`'s.
                 let values = if rng.chance_ppm(BIG_TXN_COMMITTED_PPM) {
                     1
                 } else {
@@ -55,7 +57,7 @@ impl EngineTarget {
                 };
                 let values = u32::try_from(values).expect("fits");
                 self.next_value_id += u64::from(values);
-                let len = u32::try_from(engine::VALUE_SIZE_BYTES_MAX).expect("fits");
+                let len = u32::try_from(limits.value_size_bytes_max).expect("fits");
                 Op::BigTxn { key: workload.pick_key(rng), values, value: ValueSpec { len, ..value } }
             }
             2 => Op::HoldReader,
@@ -67,11 +69,11 @@ impl EngineTarget {
         }
     }
 
-    /// A put under a key of `len` bytes: accepted and read back when `1..=KEY_SIZE_BYTES_MAX`, else
+    /// A put under a key of `len` bytes: accepted and read back when `1..=` the run's key limit, else
     /// `InvalidArgument` (empty keys are invalid, `engine::Error` says).
     pub(crate) fn odd_key_put(&mut self, world: &mut World, len: u32, value: ValueSpec) -> Outcome {
         let (key, bytes) = (odd_key(len), value_bytes(value));
-        let valid = (1..=KEY_SIZE_BYTES_MAX).contains(&key.len());
+        let valid = (1..=self.config.limits().key_size_bytes_max).contains(&(key.len() as u64));
         let db = self.live_db().clone();
         match db.put(&key, &bytes) {
             Ok(()) if valid => {}
@@ -109,8 +111,9 @@ impl EngineTarget {
         let writes: BTreeMap<u32, ValueSpec> =
             (0..values).map(|i| ((key + i) % key_count, ValueSpec { id: value.id + u64::from(i), ..value })).collect();
         let raw_bytes: usize = writes.iter().map(|(&k, v)| key_bytes(k).len() + v.len as usize).sum();
-        let over = raw_bytes > engine::wal::RECORD_PAYLOAD_BYTES_MAX;
-        let fits = raw_bytes + WRITE_OVERHEAD_BYTES_MAX * (writes.len() + 1) <= engine::wal::RECORD_PAYLOAD_BYTES_MAX;
+        let record_max = usize::try_from(self.config.limits().record_payload_bytes_max).unwrap_or(usize::MAX);
+        let over = raw_bytes > record_max;
+        let fits = raw_bytes + WRITE_OVERHEAD_BYTES_MAX * (writes.len() + 1) <= record_max;
         let db = self.live_db().clone();
         let mut sigs = Vec::new();
         let result = db.begin().and_then(|mut txn| {
