@@ -191,9 +191,14 @@ impl SimEnv {
         }
     }
 
-    /// Tell the world which simulator step is running (recorded in the fault log).
+    /// Tell the world which simulator step is running (recorded in the fault log; the choices between its threads
+    /// are keyed from the step's start, ADR-0104).
     pub fn set_step(&self, step: u64) {
-        self.lock_world().step = step;
+        let mut world = self.lock_world();
+        world.step = step;
+        if let Some(sched) = &world.threads {
+            sched.new_step();
+        }
     }
 
     /// Every fault that fired, in order (at most [`FAULT_LOG_MAX`]).

@@ -1,9 +1,10 @@
 //! Deterministic threads under `SimEnv` (ADR-0104): every thread started with [`crate::thread::spawn`] is a real OS
 //! thread, but exactly one of a world's threads runs at a time. A baton (a `std` mutex and condition variable, the
 //! one place outside `RealEnv` that blocks an OS thread) passes between them at yield points: each `Env` call and
-//! each [`crate::sync`] operation. At each one the world's `threads` stream (seeded, never shared with another
-//! decision) chooses which runnable thread continues, so the interleaving is a pure function of (seed, the
-//! sequence of yield points): a replay of the same steps makes the same choices without recording them.
+//! each [`crate::sync`] operation. Where more than one thread could continue, the choice is keyed by (seed, the
+//! number of choices since the simulator's step began) and shared with no other decision, so the interleaving is a
+//! pure function of the seed and the steps: a replay of the same steps makes the same choices without recording
+//! them, and removing a step leaves the other steps' interleavings as they were.
 //!
 //! No runnable thread left is a deadlock, and a panic on any thread is the run's failure: either way the world's
 //! other threads unwind silently ([`Aborted`]) and the driving thread (thread 0, "main") panics with a
@@ -18,7 +19,7 @@ use std::panic::{AssertUnwindSafe, Location, catch_unwind, resume_unwind};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 
 use crate::WorkBudgetExceeded;
-use crate::random::DeterministicRng;
+use crate::random::{below, keyed, stream_seed};
 use crate::thread::{BlockedThread, ThreadFailure};
 
 /// The most threads one world may start (its OS threads are real: a runaway spawn loop is a bug).
@@ -58,7 +59,9 @@ struct ThreadInfo {
 struct State {
     threads: Vec<ThreadInfo>,
     running: usize,
-    rng: DeterministicRng,
+    seed: u64,
+    /// Choices made since the simulator's current step began ([`Sched::new_step`]): the key of the next one.
+    choices_in_step: u64,
     /// Set once: the first deadlock or thread panic.
     failure: Option<ThreadFailure>,
     /// The payload to raise on the main thread instead of the failure (a work budget overrun keeps its own).
@@ -113,7 +116,8 @@ impl Sched {
         let state = State {
             threads: vec![main],
             running: MAIN_THREAD,
-            rng: DeterministicRng::stream(seed, "threads"),
+            seed: stream_seed(seed, "threads"),
+            choices_in_step: 0,
             failure: None,
             payload: None,
             raised: false,
@@ -131,6 +135,11 @@ impl Sched {
     /// whose unwinding may still lock and wait; the other threads are unwinding or gone).
     pub(crate) fn aborted(&self) -> bool {
         self.lock().failure.is_some()
+    }
+
+    /// The simulator began a new step: choices are keyed from the step's start again (see [`choose`]).
+    pub(crate) fn new_step(&self) {
+        self.lock().choices_in_step = 0;
     }
 
     /// Register a new runnable thread named `name`; its index.
@@ -193,8 +202,8 @@ impl Sched {
             let blocked = blocked_threads(&state.threads);
             fail(&mut state, ThreadFailure::Deadlock { blocked }, None);
         } else {
-            let next = if runnable.len() == 1 { runnable[0] } else { runnable[state.rng.index(runnable.len())] };
-            state.running = next;
+            state.running =
+                if runnable.len() == 1 { runnable[0] } else { runnable[choose(&mut state, runnable.len())] };
         }
         self.baton.notify_all();
         state
@@ -273,6 +282,20 @@ impl Sched {
     pub(crate) fn failure(&self) -> Option<ThreadFailure> {
         self.lock().failure.clone()
     }
+}
+
+/// Which of `count` runnable threads continues: a pure function of (seed, how many choices this step has made),
+/// like the fault decisions keyed by (file, operation index). A step's interleaving does not depend on the steps
+/// before it, so the shrinker can remove steps around a race and the race stays (ADR-0104).
+fn choose(state: &mut State, count: usize) -> usize {
+    let choice = state.choices_in_step;
+    state.choices_in_step += 1;
+    let mut draw = 0u64;
+    let index = below(count as u64, || {
+        draw += 1;
+        keyed(&[state.seed, choice, draw])
+    });
+    usize::try_from(index).expect("below a usize")
 }
 
 /// Record the run's failure (the first one only) and hand the baton to the main thread to raise it.
