@@ -1,7 +1,7 @@
 //! `SimEnv`: a simulated world owned by one seed (ADR-0004, ADR-0005).
 //!
 //! A cheap `Clone` handle to one world: a virtual clock starting at 0, a disk that keeps durable and volatile
-//! state apart (see [`disk`]), seeded faults keyed by (seed, file, that file's operation index, kind), crashes
+//! state apart (see `sim/disk.rs`), seeded faults keyed by (seed, file, that file's operation index, kind), crashes
 //! that can land inside an operation ([`SimEnv::crash_at_io`]), and a scheduler that runs background tasks only
 //! when stepped. Driven from one OS thread, and from the threads it starts with `env::thread::spawn`, which run one
 //! at a time in an order the seed chooses (`threads`, ADR-0104); any other thread is refused (asserted).
