@@ -261,7 +261,7 @@ pub trait Env: Clone + Send + Sync + Debug + 'static {
     /// [`thread::JoinHandle`]. The default body, which `RealEnv` keeps, is `std`'s; `SimEnv` schedules the thread
     /// deterministically (ADR-0104).
     fn spawn_thread(&self, name: &str, body: Box<dyn FnOnce() + Send + 'static>) -> thread::RawThread {
-        thread::RawThread::os(thread::spawn_os(name, body))
+        thread::RawThread::os(thread::start_os_thread(name, body))
     }
 
     // ---- fault injection in the system's own code ----------------------------------------------------------------

@@ -104,7 +104,7 @@ impl RawThread {
 }
 
 /// Start an OS thread named `name` running `body` (what [`Env::spawn_thread`] does on `RealEnv`).
-pub(crate) fn spawn_os(name: &str, body: Box<dyn FnOnce() + Send + 'static>) -> std::thread::JoinHandle<()> {
+pub(crate) fn start_os_thread(name: &str, body: Box<dyn FnOnce() + Send + 'static>) -> std::thread::JoinHandle<()> {
     let builder = std::thread::Builder::new().name(name.to_string());
     builder.spawn(body).unwrap_or_else(|error| panic!("the OS refused to start thread '{name}': {error}"))
 }

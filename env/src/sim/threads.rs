@@ -344,7 +344,7 @@ impl super::SimEnv {
         let me = index_in(&sched).unwrap_or(MAIN_THREAD);
         let index = sched.register(name);
         let runner = Arc::clone(&sched);
-        let os = crate::thread::spawn_os(name, Box::new(move || runner.run_thread(index, body)));
+        let os = crate::thread::start_os_thread(name, Box::new(move || runner.run_thread(index, body)));
         sched.yield_now(me);
         crate::thread::RawThread::simulated(os, sched, index)
     }
