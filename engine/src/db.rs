@@ -50,12 +50,12 @@ impl<E: Env> std::fmt::Debug for Db<E> {
 }
 
 impl<E: Env> Db<E> {
-    /// Open (or create) the database in `dir`, recovering whatever a crash left. See [`crate::recovery`].
+    /// Open (or create) the database in `dir`, recovering whatever a crash left. See `recovery.rs`.
     pub fn open(env: E, dir: impl AsRef<Path>, options: Options) -> Result<Self> {
         crate::recovery::open(env, dir.as_ref(), options).map(|inner| Self { inner })
     }
 
-    /// Write `value` under `key`. With the default [`SyncMode::Sync`] it is durable when this returns.
+    /// Write `value` under `key`. With the default [`crate::SyncMode::Sync`] it is durable when this returns.
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         check_write(key, value, self.inner.options.write_limits())?;
         let write = BatchWrite { kind: ValueKind::Put, key: key.to_vec(), value: value.to_vec() };

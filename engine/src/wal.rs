@@ -395,7 +395,7 @@ impl<F: File> WalWriter<F> {
         (std::sync::Arc::clone(&self.file), self.end_offset)
     }
 
-    /// Everything up to `end` was synced through [`WalWriter::file_handle`].
+    /// Everything up to `end` was synced through `WalWriter::file_handle`.
     pub fn mark_synced(&mut self, end: u64) {
         assert!(end <= self.end_offset, "synced past the end of the segment");
         self.synced_offset = self.synced_offset.max(end);

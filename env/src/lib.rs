@@ -43,7 +43,9 @@ pub mod random;
 mod real;
 #[cfg(feature = "sim")]
 pub mod sim;
+pub mod sync;
 mod task;
+pub mod thread;
 
 use std::fmt::Debug;
 use std::path::{Path, PathBuf};
@@ -252,6 +254,15 @@ pub trait Env: Clone + Send + Sync + Debug + 'static {
 
     /// True once the task has returned [`TaskStep::Done`] (or was cancelled).
     fn is_finished(&self, handle: &TaskHandle) -> bool;
+
+    // ---- threads -----------------------------------------------------------------------------------------------
+
+    /// Start an OS thread named `name` running `body`. Call it through [`thread::spawn`], which returns a typed
+    /// [`thread::JoinHandle`]. The default body, which `RealEnv` keeps, is `std`'s; `SimEnv` schedules the thread
+    /// deterministically (ADR-0104).
+    fn spawn_thread(&self, name: &str, body: Box<dyn FnOnce() + Send + 'static>) -> thread::RawThread {
+        thread::RawThread::os(thread::start_os_thread(name, body))
+    }
 
     // ---- fault injection in the system's own code ----------------------------------------------------------------
 

@@ -203,7 +203,7 @@ impl RealEnv {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
     }
 
-    /// Apply `f` to every item on up to `jobs` OS threads (at most [`PARALLEL_JOBS_MAX`]); the results come back
+    /// Apply `f` to every item on up to `jobs` OS threads (at most `PARALLEL_JOBS_MAX`); the results come back
     /// in item order, whatever order the threads finished in. A panic in `f` propagates to the caller.
     pub fn map_parallel<T: Send, R: Send>(jobs: usize, items: Vec<T>, f: impl Fn(T) -> R + Sync) -> Vec<R> {
         let jobs = jobs.clamp(1, PARALLEL_JOBS_MAX).min(items.len().max(1));

@@ -57,7 +57,8 @@ pub use step::{Observed, Step, Tamper, TamperAction, WorldStep};
 pub use swarm::{SwarmOptions, SwarmSummary, run_swarm};
 pub use target::{Coverage, FailureKind, FaultSite, Rendering, SeedParallelism, SystemError, Target, Violation};
 pub use world::{Damage, World};
-pub use {corpus, env};
+// `::` names the crates alone: a bare `env` would re-export std's `env!` macro too.
+pub use ::{corpus, env};
 
 /// The environment variable that overrides a test's default seed.
 pub const SEED_ENV_VAR: &str = "SIMULATOR_SEED";

@@ -307,6 +307,9 @@ fn guarded<R>(what: &str, f: impl FnOnce() -> Result<R, Violation>) -> Result<R,
             if let Some(violation) = overrun(payload.as_ref()) {
                 return Err(violation);
             }
+            if let Some(violation) = thread_failure(what, payload.as_ref()) {
+                return Err(violation);
+            }
             let mut message = payload
                 .downcast_ref::<&str>()
                 .map(|text| (*text).to_string())
@@ -357,6 +360,25 @@ thread_local! {
 /// Runs on this thread publish their phase and step to `progress` from now on (`None`: nowhere).
 pub fn publish_progress_to(progress: Option<Arc<Progress>>) {
     PROGRESS.with(|slot| *slot.borrow_mut() = progress);
+}
+
+/// The invariant of a run whose threads all block (ADR-0104).
+pub const DEADLOCK_INVARIANT: &str = "liveness.deadlock";
+
+/// The violation a panic payload stands for when the system's threads failed (`None`: another panic): a deadlock
+/// names where each thread blocks; a panic on a thread names the thread and its message.
+fn thread_failure(what: &str, payload: &(dyn std::any::Any + Send)) -> Option<Violation> {
+    match payload.downcast_ref::<env::thread::ThreadFailure>()? {
+        failure @ env::thread::ThreadFailure::Deadlock { .. } => Some(Violation::new(
+            DEADLOCK_INVARIANT,
+            FailureKind::Liveness,
+            "a runnable thread until the run ends",
+            failure.to_string(),
+        )),
+        failure => {
+            Some(Violation::new(format!("no_panic_{what}"), FailureKind::Panic, "no panic", failure.to_string()))
+        }
+    }
 }
 
 /// Turns a canary on for this thread for the length of one run, and off again after it (ADR-0020).
@@ -537,4 +559,25 @@ pub fn check_determinism<C, O>(mut run: impl FnMut() -> Outcome<C, O>) -> Result
         return Err((step, first.digest, second.digest));
     }
     Ok(first.steps_run)
+}
+
+#[cfg(test)]
+mod tests {
+    use env::thread::{BlockedThread, ThreadFailure};
+
+    use super::*;
+
+    #[test]
+    fn a_deadlock_is_a_liveness_failure_and_a_thread_panic_names_its_thread() {
+        let blocked =
+            vec![BlockedThread { thread: "writer".into(), operation: "Mutex::lock", location: "s.rs:9".into() }];
+        let violation = guarded::<()>("step", || std::panic::panic_any(ThreadFailure::Deadlock { blocked }))
+            .expect_err("a deadlock fails the run");
+        assert_eq!((violation.invariant.as_str(), violation.kind), (DEADLOCK_INVARIANT, FailureKind::Liveness));
+        assert_eq!(violation.actual, "deadlock: no thread can run; thread 'writer' blocks in Mutex::lock at s.rs:9");
+        let panicked = ThreadFailure::Panicked { thread: "writer".into(), message: "boom".into() };
+        let violation = guarded::<()>("step", || std::panic::panic_any(panicked)).expect_err("a thread panic fails");
+        assert_eq!((violation.invariant.as_str(), violation.kind), ("no_panic_step", FailureKind::Panic));
+        assert_eq!(violation.actual, "thread 'writer' panicked: boom");
+    }
 }

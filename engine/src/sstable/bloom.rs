@@ -47,7 +47,7 @@ pub fn hash_count_for(bits_per_key: u32) -> u8 {
 }
 
 impl BloomFilter {
-    /// A filter sized for `key_hashes.len()` keys at `bits_per_key` (at least [`BLOOM_BITS_MIN`] bits), holding
+    /// A filter sized for `key_hashes.len()` keys at `bits_per_key` (at least `BLOOM_BITS_MIN` bits), holding
     /// every hash given.
     pub fn build(key_hashes: &[u64], bits_per_key: u32) -> Self {
         let hash_count = hash_count_for(bits_per_key);

@@ -249,6 +249,10 @@ impl Env for SimEnv {
         self.task_finished(handle)
     }
 
+    fn spawn_thread(&self, name: &str, body: Box<dyn FnOnce() + Send + 'static>) -> crate::thread::RawThread {
+        self.spawn_sim_thread(name, body)
+    }
+
     fn buggify(&self, site: &'static str) -> bool {
         let mut world = self.lock_call("buggify");
         if !world.buggify_enabled || world.config.buggify_site_ppm == 0 {

@@ -1,9 +1,10 @@
 //! `SimEnv`: a simulated world owned by one seed (ADR-0004, ADR-0005).
 //!
 //! A cheap `Clone` handle to one world: a virtual clock starting at 0, a disk that keeps durable and volatile
-//! state apart (see [`disk`]), seeded faults keyed by (seed, file, that file's operation index, kind), crashes
+//! state apart (see `sim/disk.rs`), seeded faults keyed by (seed, file, that file's operation index, kind), crashes
 //! that can land inside an operation ([`SimEnv::crash_at_io`]), and a scheduler that runs background tasks only
-//! when stepped. Driven from one OS thread only (asserted).
+//! when stepped. Driven from one OS thread, and from the threads it starts with `env::thread::spawn`, which run one
+//! at a time in an order the seed chooses (`threads`, ADR-0104); any other thread is refused (asserted).
 
 //!
 //! Files by component: `world` (the state behind every handle, the IO gate, fault keying, crashes), `file`
@@ -18,6 +19,7 @@ mod file;
 mod names;
 mod operator;
 mod scheduler;
+pub(crate) mod threads;
 mod world;
 
 use std::collections::BTreeMap;
@@ -189,9 +191,14 @@ impl SimEnv {
         }
     }
 
-    /// Tell the world which simulator step is running (recorded in the fault log).
+    /// Tell the world which simulator step is running (recorded in the fault log; the choices between its threads
+    /// are keyed from the step's start, ADR-0104).
     pub fn set_step(&self, step: u64) {
-        self.lock_world().step = step;
+        let mut world = self.lock_world();
+        world.step = step;
+        if let Some(sched) = &world.threads {
+            sched.new_step();
+        }
     }
 
     /// Every fault that fired, in order (at most [`FAULT_LOG_MAX`]).

@@ -20,7 +20,7 @@ impl SimEnv {
     }
 
     /// Run one step of task `id`. None if there is no such runnable task.
-    /// One unit of work ([`super::budget`]), charged whether or not the task is runnable.
+    /// One unit of work ([`SimEnv::work_done`]), charged whether or not the task is runnable.
     pub fn step_task(&self, id: u64) -> Option<TaskStep> {
         let (mut task, epoch) = {
             let mut world = self.lock_call("step_task");

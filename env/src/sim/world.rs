@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::thread::ThreadId;
 
 use super::FAULT_LOG_MAX;
@@ -9,6 +10,7 @@ use super::disk::{CrashDecisions, Disk, InodeId, Node, WriteFate};
 use super::faults::{FaultConfig, FaultKeying, FaultKind, FaultRecord, detail, fires, tag};
 use super::names::PathId;
 use super::scheduler::TaskSlot;
+use super::threads::{Sched, index_in};
 use crate::random::{DeterministicRng, chance_ppm, hash_bytes, keyed};
 use crate::{Error, Op, Result, Task};
 
@@ -63,6 +65,8 @@ pub(super) struct World {
     pub(super) buggify_fired: BTreeMap<&'static str, u64>,
     /// Hits per probe name (`Env::probe`): this world's only, so parallel seeds count apart.
     pub(super) probe_hits: BTreeMap<&'static str, u64>,
+    /// The world's threads ([`super::threads`]), once its first thread was spawned.
+    pub(super) threads: Option<Arc<Sched>>,
 }
 
 /// Keyed crash decisions: pure functions of (seed, crash number, the operation's stable key).
@@ -137,14 +141,24 @@ impl World {
             buggify_reached: BTreeMap::new(),
             buggify_fired: BTreeMap::new(),
             probe_hits: BTreeMap::new(),
+            threads: None,
         }
     }
 
+    /// Only the thread that first drove this world, and the threads it started with `env::thread::spawn`, may
+    /// drive it: any other thread runs unscheduled, and the run would depend on the OS's timing.
     pub(super) fn assert_owner(&mut self) {
         let me = std::thread::current().id();
         match self.owner {
             None => self.owner = Some(me),
-            Some(owner) => assert_eq!(owner, me, "SimEnv driven from a second OS thread: determinism is lost"),
+            Some(owner) if owner == me => {}
+            Some(_) if self.threads.as_ref().is_some_and(|sched| index_in(sched).is_some()) => {}
+            Some(_) => panic!(
+                "SimEnv driven from a second OS thread ({}) that the simulator did not start: its timing would \
+                 decide the run. Start threads with env::thread::spawn (and use env::sync's Mutex, Condvar and \
+                 channel), so that the seed schedules them",
+                std::thread::current().name().unwrap_or("unnamed")
+            ),
         }
     }
 

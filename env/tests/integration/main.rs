@@ -12,4 +12,5 @@ mod properties;
 mod real_env;
 mod scheduler;
 mod sim_units;
+mod threads;
 mod tidy;

@@ -39,9 +39,13 @@ const FORBIDDEN: &[&str] = &[
 /// forbidden pattern right after it is the approved type, not `std`'s.
 const APPROVED_PREFIX: &str = "Deterministic";
 
-/// Whether `code` uses `pattern` other than as the tail of an approved alias's name.
+/// The prefix of `env`'s own scheduled threads (`env::thread::spawn`, ADR-0104): not `std`'s.
+const APPROVED_THREADS: &str = "env::";
+
+/// Whether `code` uses `pattern` other than as the tail of an approved alias's name or `env::thread::spawn`.
 fn offends(code: &str, pattern: &str) -> bool {
-    code.match_indices(pattern).any(|(at, _)| !code[..at].ends_with(APPROVED_PREFIX))
+    code.match_indices(pattern)
+        .any(|(at, _)| !code[..at].ends_with(APPROVED_PREFIX) && !code[..at].ends_with(APPROVED_THREADS))
 }
 
 /// Paths clippy.toml must ban (the list, spelled out: clippy ignores wildcards).
@@ -132,6 +136,8 @@ fn approved_hash_map_aliases_pass_and_std_maps_do_not() {
     assert!(offends("slots: HashMap<Key, u32>,", "HashMap<"));
     assert!(offends("let m: std::collections::HashMap<u8, u8>;", "HashMap<"));
     assert!(offends("type A = DeterministicHashMap<u8, u8>; type B = HashMap<u8, u8>;", "HashMap<"));
+    assert!(!offends("let worker = env::thread::spawn(&env, \"w\", work);", "thread::spawn"));
+    assert!(offends("let worker = std::thread::spawn(work);", "thread::spawn"));
 }
 
 #[test]

@@ -21,6 +21,7 @@ use holdfast::{FailureKind, FaultMenu, FaultSite, Observed, Step, SystemError, T
 use serde::{Deserialize, Serialize};
 
 pub mod store;
+pub mod writer;
 use crate::store::{Error, Store};
 
 /// The store's directory on the simulated disk.

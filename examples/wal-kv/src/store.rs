@@ -28,11 +28,13 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::io::{self, Seek, SeekFrom, Write};
+use std::io::{self, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use holdfast::env::Env;
-use holdfast::env::fs::{File, Fs};
+use holdfast::env::fs::Fs;
+
+use crate::writer::LogWriter;
 
 /// The first eight bytes of a checkpoint file.
 pub const MAGIC: &[u8; 8] = b"WALKVCP1";
@@ -154,13 +156,14 @@ fn read_frame(bytes: &[u8], offset: usize) -> std::result::Result<(Record, usize
     Ok((record, start + len_bytes))
 }
 
-/// A durable key-value store in one directory. Single-threaded, like the `std::fs` code it stands for.
+/// A durable key-value store in one directory. Its log writes run on a thread of their own ([`LogWriter`]); the
+/// store itself is used from one thread at a time.
 #[derive(Debug)]
 pub struct Store<E: Env> {
     fs: Fs<E>,
     dir: PathBuf,
-    /// The open log, its cursor at the end of the last valid frame.
-    log: File<E>,
+    /// The thread that owns the open log and appends, syncs and empties it.
+    log: LogWriter,
     map: BTreeMap<Vec<u8>, Vec<u8>>,
     poisoned: bool,
 }
@@ -198,6 +201,7 @@ impl<E: Env> Store<E> {
         // before serving it, and make the log's name (and any half-finished rename) durable with the directory.
         log.sync_data()?;
         fs.sync_dir(&dir)?;
+        let log = LogWriter::start(fs.env(), log);
         Ok(Self { fs, dir, log, map, poisoned: false })
     }
 
@@ -230,8 +234,7 @@ impl<E: Env> Store<E> {
         if self.poisoned {
             return Err(Error::Poisoned);
         }
-        let frame = record.encode_frame();
-        let written = self.log.write_all(&frame).and_then(|()| self.log.sync_data());
+        let written = self.log.append(record.encode_frame());
         if let Err(error) = written {
             self.poisoned = true;
             return Err(error.into());
@@ -259,17 +262,15 @@ impl<E: Env> Store<E> {
         }
         let tmp = self.dir.join("data.tmp");
         let mut file = self.fs.create(&tmp)?;
-        file.write_all(&bytes)?;
+        io::Write::write_all(&mut file, &bytes)?;
         file.sync_all()?;
         drop(file);
         self.fs.rename(&tmp, self.dir.join("data"))?;
         #[cfg(not(feature = "planted-bug"))]
         self.fs.sync_dir(&self.dir)?;
         // The checkpoint holds everything the log does: start a fresh, empty log. Truncated in place, so its name
-        // is unchanged and already durable; `sync_data` makes the new length durable.
-        self.log.set_len(0)?;
-        self.log.seek(SeekFrom::Start(0))?;
-        self.log.sync_data()?;
+        // is unchanged and already durable; the writer syncs the new length before it acknowledges.
+        self.log.truncate()?;
         Ok(())
     }
 }

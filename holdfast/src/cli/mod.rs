@@ -11,7 +11,7 @@
 //! `--seed-timeout`, `--bench`, `--fault-profile` (where the target has the profile), `--canary` (where it has canaries) and `--dot`
 //! (where it renders failures). The first registered target is the default `--target`.
 //!
-//! Structure: [`Args`] parses; [`Mode::from_args`] picks one mode; each mode is one function returning an exit
+//! Structure: [`Args`] parses; `Mode::from_args` picks one mode; each mode is one function returning an exit
 //! code (0 pass, 1 failure, 2 bad input). `--shrink` (and `--save`) follow any mode that found a failure.
 
 mod bench;

@@ -1,0 +1,357 @@
+//! Deterministic threads under `SimEnv` (ADR-0104): every thread started with [`crate::thread::spawn`] is a real OS
+//! thread, but exactly one of a world's threads runs at a time. A baton (a `std` mutex and condition variable, the
+//! one place outside `RealEnv` that blocks an OS thread) passes between them at yield points: each `Env` call and
+//! each [`crate::sync`] operation. Where more than one thread could continue, the choice is keyed by (seed, the
+//! number of choices since the simulator's step began) and shared with no other decision, so the interleaving is a
+//! pure function of the seed and the steps: a replay of the same steps makes the same choices without recording
+//! them, and removing a step leaves the other steps' interleavings as they were.
+//!
+//! No runnable thread left is a deadlock, and a panic on any thread is the run's failure: either way the world's
+//! other threads unwind silently ([`Aborted`]) and the driving thread (thread 0, "main") panics with a
+//! [`ThreadFailure`] payload, which holdfast's runner reports as `liveness.deadlock` or as the thread's panic.
+
+#![expect(clippy::disallowed_methods, reason = "the baton blocks OS threads: the one place it may (ADR-0104)")]
+#![expect(clippy::disallowed_types, reason = "the baton blocks OS threads: the one place it may (ADR-0104)")]
+
+use std::any::Any;
+use std::cell::RefCell;
+use std::panic::{AssertUnwindSafe, Location, catch_unwind, resume_unwind};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
+
+use crate::WorkBudgetExceeded;
+use crate::random::{below, keyed, stream_seed};
+use crate::thread::{BlockedThread, ThreadFailure};
+
+/// The most threads one world may start (its OS threads are real: a runaway spawn loop is a bug).
+pub const THREADS_MAX: usize = 1024;
+/// The index of the thread that drives the world (the one that started its first thread).
+pub const MAIN_THREAD: usize = 0;
+
+/// What a thread waits for: a `sync` object (by address, only ever compared) or another thread's end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Resource {
+    Object(usize),
+    Thread(usize),
+}
+
+/// Where a blocked thread waits: the operation and its caller.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BlockPoint {
+    pub(crate) resource: Resource,
+    pub(crate) operation: &'static str,
+    pub(crate) location: &'static Location<'static>,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Status {
+    Runnable,
+    Blocked(BlockPoint),
+    Finished,
+}
+
+#[derive(Debug)]
+struct ThreadInfo {
+    name: String,
+    status: Status,
+}
+
+/// The baton's state: who exists, who runs, and how the run ended if it did.
+struct State {
+    threads: Vec<ThreadInfo>,
+    running: usize,
+    seed: u64,
+    /// Choices made since the simulator's current step began ([`Sched::new_step`]): the key of the next one.
+    choices_in_step: u64,
+    /// Set once: the first deadlock or thread panic.
+    failure: Option<ThreadFailure>,
+    /// The payload to raise on the main thread instead of the failure (a work budget overrun keeps its own).
+    payload: Option<Box<dyn Any + Send>>,
+    /// True once the failure was raised on the main thread: from then on nothing is scheduled (see [`Sched::aborted`]).
+    raised: bool,
+}
+
+/// One world's threads and the baton they pass.
+pub(crate) struct Sched {
+    state: Mutex<State>,
+    baton: Condvar,
+}
+
+impl std::fmt::Debug for Sched {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sched").finish_non_exhaustive()
+    }
+}
+
+/// The payload a world's other threads unwind with once the run failed: never reported, never printed.
+#[derive(Debug)]
+pub(crate) struct Aborted;
+
+thread_local! {
+    /// The scheduler this OS thread belongs to and its index there.
+    static CURRENT: RefCell<Option<(Weak<Sched>, usize)>> = const { RefCell::new(None) };
+}
+
+/// This OS thread's scheduler and index, if it belongs to a live one whose run has not failed: where a `sync`
+/// operation is a yield point. Otherwise the operation is `std`'s.
+pub(crate) fn scheduled() -> Option<(Arc<Sched>, usize)> {
+    let found = CURRENT.with(|slot| slot.borrow().as_ref().and_then(|(sched, id)| Some((sched.upgrade()?, *id))));
+    found.filter(|(sched, _)| !sched.aborted())
+}
+
+/// This OS thread's index in `sched`, if it is one of its threads.
+pub(crate) fn index_in(sched: &Arc<Sched>) -> Option<usize> {
+    CURRENT.with(|slot| {
+        slot.borrow().as_ref().filter(|(mine, _)| std::ptr::eq(mine.as_ptr(), Arc::as_ptr(sched))).map(|(_, id)| *id)
+    })
+}
+
+fn set_current(sched: &Arc<Sched>, id: usize) {
+    CURRENT.with(|slot| *slot.borrow_mut() = Some((Arc::downgrade(sched), id)));
+}
+
+impl Sched {
+    /// A scheduler whose thread 0 is the calling thread, choosing by the world's `threads` stream.
+    pub(crate) fn new(seed: u64) -> Arc<Self> {
+        let main = ThreadInfo { name: "main".into(), status: Status::Runnable };
+        let state = State {
+            threads: vec![main],
+            running: MAIN_THREAD,
+            seed: stream_seed(seed, "threads"),
+            choices_in_step: 0,
+            failure: None,
+            payload: None,
+            raised: false,
+        };
+        let sched = Arc::new(Self { state: Mutex::new(state), baton: Condvar::new() });
+        set_current(&sched, MAIN_THREAD);
+        sched
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// True once the run failed: `sync` operations stop scheduling (the failure was raised on the main thread,
+    /// whose unwinding may still lock and wait; the other threads are unwinding or gone).
+    pub(crate) fn aborted(&self) -> bool {
+        self.lock().failure.is_some()
+    }
+
+    /// The simulator began a new step: choices are keyed from the step's start again (see [`choose`]).
+    pub(crate) fn new_step(&self) {
+        self.lock().choices_in_step = 0;
+    }
+
+    /// Register a new runnable thread named `name`; its index.
+    pub(crate) fn register(&self, name: &str) -> usize {
+        let mut state = self.lock();
+        assert!(state.threads.len() < THREADS_MAX, "more than {THREADS_MAX} threads in one simulated world");
+        state.threads.push(ThreadInfo { name: name.to_string(), status: Status::Runnable });
+        state.threads.len() - 1
+    }
+
+    /// A yield point of thread `me`: the seed chooses which runnable thread continues; returns when `me` runs again.
+    pub(crate) fn yield_now(&self, me: usize) {
+        let state = self.lock();
+        if state.failure.is_some() {
+            return self.after_failure(state, me);
+        }
+        let state = self.pass(state);
+        self.wait_turn(state, me);
+    }
+
+    /// Block `me` at `point` and run others until something makes it runnable again.
+    pub(crate) fn block(&self, me: usize, point: BlockPoint) {
+        let mut state = self.lock();
+        if state.failure.is_some() {
+            return self.after_failure(state, me);
+        }
+        state.threads[me].status = Status::Blocked(point);
+        let state = self.pass(state);
+        self.wait_turn(state, me);
+    }
+
+    /// Make every thread blocked on `resource` runnable (they retry what blocked them).
+    pub(crate) fn wake_all(&self, resource: Resource) {
+        let mut state = self.lock();
+        for thread in &mut state.threads {
+            if matches!(thread.status, Status::Blocked(point) if point.resource == resource) {
+                thread.status = Status::Runnable;
+            }
+        }
+    }
+
+    /// Make the first thread (by index) blocked on `resource` runnable; false if none was.
+    pub(crate) fn wake_one(&self, resource: Resource) -> bool {
+        let mut state = self.lock();
+        let waiter =
+            state.threads.iter_mut().find(|t| matches!(t.status, Status::Blocked(p) if p.resource == resource));
+        waiter.map(|thread| thread.status = Status::Runnable).is_some()
+    }
+
+    /// True when thread `id` has finished.
+    pub(crate) fn finished(&self, id: usize) -> bool {
+        matches!(self.lock().threads[id].status, Status::Finished)
+    }
+
+    /// Choose the next thread among the runnable ones and hand it the baton; no runnable thread is a deadlock.
+    fn pass<'a>(&'a self, mut state: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        let runnable: Vec<usize> =
+            (0..state.threads.len()).filter(|&id| matches!(state.threads[id].status, Status::Runnable)).collect();
+        if runnable.is_empty() {
+            let blocked = blocked_threads(&state.threads);
+            fail(&mut state, ThreadFailure::Deadlock { blocked }, None);
+        } else {
+            state.running =
+                if runnable.len() == 1 { runnable[0] } else { runnable[choose(&mut state, runnable.len())] };
+        }
+        self.baton.notify_all();
+        state
+    }
+
+    /// Wait until `me` holds the baton (or the run failed).
+    fn wait_turn(&self, mut state: MutexGuard<'_, State>, me: usize) {
+        while state.running != me && state.failure.is_none() {
+            state = self.baton.wait(state).unwrap_or_else(PoisonError::into_inner);
+        }
+        if state.failure.is_some() {
+            self.after_failure(state, me);
+        }
+    }
+
+    /// The run failed: the main thread raises the failure once (then carries on unscheduled while it unwinds);
+    /// every other thread unwinds silently.
+    fn after_failure(&self, mut state: MutexGuard<'_, State>, me: usize) {
+        if me != MAIN_THREAD {
+            drop(state);
+            if std::thread::panicking() {
+                return; // already unwinding: carry on unscheduled
+            }
+            resume_unwind(Box::new(Aborted));
+        }
+        if state.raised || std::thread::panicking() {
+            return;
+        }
+        state.raised = true;
+        let payload = state.payload.take();
+        let failure = state.failure.clone().expect("a failure to raise");
+        drop(state);
+        match payload {
+            Some(payload) => resume_unwind(payload),
+            None => std::panic::panic_any(failure),
+        }
+    }
+
+    /// The body of a spawned thread: wait for the baton, run, record a panic as the run's failure, finish.
+    pub(crate) fn run_thread(self: Arc<Self>, me: usize, body: Box<dyn FnOnce() + Send>) {
+        set_current(&self, me);
+        let state = self.lock();
+        self.wait_turn_quiet(state, me);
+        let outcome = if self.aborted() { Ok(()) } else { catch_unwind(AssertUnwindSafe(body)) };
+        let mut state = self.lock();
+        if let Err(payload) = outcome
+            && !payload.is::<Aborted>()
+            && state.failure.is_none()
+        {
+            let thread = state.threads[me].name.clone();
+            let message = panic_message(payload.as_ref());
+            let keep = payload.is::<WorkBudgetExceeded>().then_some(payload);
+            fail(&mut state, ThreadFailure::Panicked { thread, message }, keep);
+        }
+        state.threads[me].status = Status::Finished;
+        for thread in &mut state.threads {
+            if matches!(thread.status, Status::Blocked(point) if point.resource == Resource::Thread(me)) {
+                thread.status = Status::Runnable;
+            }
+        }
+        if state.failure.is_none() {
+            drop(self.pass(state));
+        } else {
+            self.baton.notify_all();
+        }
+    }
+
+    /// [`Sched::wait_turn`] for a thread that has not started its body: a failure before it ran just ends it.
+    fn wait_turn_quiet(&self, mut state: MutexGuard<'_, State>, me: usize) {
+        while state.running != me && state.failure.is_none() {
+            state = self.baton.wait(state).unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// The failure the run ended with, if any.
+    pub(crate) fn failure(&self) -> Option<ThreadFailure> {
+        self.lock().failure.clone()
+    }
+}
+
+/// Which of `count` runnable threads continues: a pure function of (seed, how many choices this step has made),
+/// like the fault decisions keyed by (file, operation index). A step's interleaving does not depend on the steps
+/// before it, so the shrinker can remove steps around a race and the race stays (ADR-0104).
+fn choose(state: &mut State, count: usize) -> usize {
+    let choice = state.choices_in_step;
+    state.choices_in_step += 1;
+    let mut draw = 0u64;
+    let index = below(count as u64, || {
+        draw += 1;
+        keyed(&[state.seed, choice, draw])
+    });
+    usize::try_from(index).expect("below a usize")
+}
+
+/// Record the run's failure (the first one only) and hand the baton to the main thread to raise it.
+fn fail(state: &mut State, failure: ThreadFailure, payload: Option<Box<dyn Any + Send>>) {
+    if state.failure.is_none() {
+        state.failure = Some(failure);
+        state.payload = payload;
+        state.running = MAIN_THREAD;
+    }
+}
+
+fn blocked_threads(threads: &[ThreadInfo]) -> Vec<BlockedThread> {
+    let blocked = threads.iter().filter_map(|thread| match thread.status {
+        Status::Blocked(point) => Some(BlockedThread {
+            thread: thread.name.clone(),
+            operation: point.operation,
+            location: format!("{}:{}", point.location.file(), point.location.line()),
+        }),
+        _ => None,
+    });
+    blocked.collect()
+}
+
+/// The text of a panic payload (`&str` or `String`; another type is named as such).
+pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
+    if let Some(text) = payload.downcast_ref::<&str>() {
+        (*text).to_string()
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text.clone()
+    } else if let Some(exceeded) = payload.downcast_ref::<WorkBudgetExceeded>() {
+        exceeded.to_string()
+    } else {
+        "<non-string panic payload>".into()
+    }
+}
+
+impl super::SimEnv {
+    /// [`crate::Env::spawn_thread`]: register the thread (and, on the world's first, the caller as its main
+    /// thread), start its OS thread, which waits for the baton, then yield.
+    pub(super) fn spawn_sim_thread(&self, name: &str, body: Box<dyn FnOnce() + Send>) -> crate::thread::RawThread {
+        let sched = {
+            let mut world = self.lock_call("spawn_thread");
+            let seed = world.seed;
+            Arc::clone(world.threads.get_or_insert_with(|| Sched::new(seed)))
+        };
+        let me = index_in(&sched).unwrap_or(MAIN_THREAD);
+        let index = sched.register(name);
+        let runner = Arc::clone(&sched);
+        let os = crate::thread::start_os_thread(name, Box::new(move || runner.run_thread(index, body)));
+        sched.yield_now(me);
+        crate::thread::RawThread::simulated(os, sched, index)
+    }
+
+    /// How the world's threads failed, if they did: a deadlock or a thread's panic (see [`crate::thread`]).
+    pub fn thread_failure(&self) -> Option<ThreadFailure> {
+        let sched = self.lock_world().threads.clone();
+        sched.and_then(|sched| sched.failure())
+    }
+}
