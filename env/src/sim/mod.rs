@@ -17,6 +17,8 @@ mod faults;
 mod file;
 mod names;
 mod operator;
+mod paged;
+mod persistence;
 mod scheduler;
 mod world;
 
@@ -31,6 +33,7 @@ use self::disk::Node;
 pub use self::env_impl::SimLock;
 pub use self::faults::{ExplicitFault, FaultConfig, FaultKeying, FaultKind, FaultRecord};
 pub use self::file::SimFile;
+pub use self::persistence::{DiskModel, PAGE_BYTES_DEFAULT, PAGE_BYTES_MAX, Persistence, SECTOR_BYTES_CHOICES};
 use self::world::World;
 use crate::Op;
 use crate::random::StableHasher;
@@ -74,8 +77,22 @@ impl SimEnv {
 
     /// A new world for `seed` with the given fault probabilities.
     pub fn with_faults(seed: u64, config: FaultConfig) -> Self {
-        let world = World::new(seed, config);
+        Self::with_model(seed, config, DiskModel::default())
+    }
+
+    /// A new world for `seed` with the given fault probabilities, persistence model and sector size (ADR-0109).
+    ///
+    /// Panics on a model that fails [`DiskModel::validate`] (the caller checks input first).
+    pub fn with_model(seed: u64, config: FaultConfig, model: DiskModel) -> Self {
+        model.validate().unwrap_or_else(|error| panic!("SimEnv::with_model: {error}"));
+        let mut world = World::new(seed, config);
+        world.disk.model = model;
         Self { world: Arc::new(Mutex::new(world)) }
+    }
+
+    /// The persistence model and sector size of this world.
+    pub fn disk_model(&self) -> DiskModel {
+        self.lock_world().disk.model.clone()
     }
 
     fn lock_world(&self) -> MutexGuard<'_, World> {

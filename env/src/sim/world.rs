@@ -101,6 +101,29 @@ impl CrashDecisions for KeyedCrash<'_> {
         let value = keyed(&[self.seed, tag::CRASH_GARBLE, self.crash, key, sector]);
         chance_ppm(self.config.crash_torn_garbage_ppm, value).then(|| keyed(&[value, tag::DETAIL]))
     }
+
+    /// All of the page's operations with the chance a write is kept whole, else uniform over `min..=max`.
+    fn page_prefix(&mut self, key: u64, page: u64, min: u64, max: u64) -> u64 {
+        let value = keyed(&[self.seed, tag::CRASH_PAGE, self.crash, key, page]);
+        prefix(self.config.crash_write_kept_ppm, value, min, max)
+    }
+
+    fn size_prefix(&mut self, key: u64, ops: u64) -> u64 {
+        let value = keyed(&[self.seed, tag::CRASH_SIZE, self.crash, key]);
+        prefix(self.config.crash_write_kept_ppm, value, 0, ops)
+    }
+
+    /// Every event with the chance a metadata operation is kept, else uniform over `0..=events`.
+    fn journal_prefix(&mut self, events: u64) -> u64 {
+        let value = keyed(&[self.seed, tag::CRASH_JOURNAL, self.crash]);
+        prefix(self.config.crash_metadata_kept_ppm, value, 0, events)
+    }
+}
+
+/// `max` with chance `all_ppm`, else uniform over `min..=max`, from one keyed value.
+fn prefix(all_ppm: u32, value: u64, min: u64, max: u64) -> u64 {
+    assert!(min <= max, "an empty prefix range");
+    if chance_ppm(all_ppm, value) { max } else { min + keyed(&[value, tag::DETAIL]) % (max - min + 1) }
 }
 
 impl World {
