@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::hash::Hasher;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use env::{DeterministicRng, SimEnv, StableHasher};
+use env::{DeterministicRng, DiskModel, SimEnv, StableHasher};
 use serde::{Deserialize, Serialize};
 
 use crate::budget::{WORK_BUDGET_INVARIANT, overrun, work_limit};
@@ -45,6 +45,8 @@ pub struct RunOptions {
     pub canary: Option<String>,
     /// The fault profile a generated run draws its world from.
     pub profile: FaultProfile,
+    /// The persistence model and sector size a generated run's world gets (`--persistence`, `--sector-size`).
+    pub disk: DiskModel,
 }
 
 impl Default for RunOptions {
@@ -56,6 +58,7 @@ impl Default for RunOptions {
             record_trace: false,
             canary: None,
             profile: FaultProfile::Assumed,
+            disk: DiskModel::default(),
         }
     }
 }
@@ -155,12 +158,20 @@ pub fn configure<T: Target>(seed: u64, profile: FaultProfile) -> Result<(WorldCo
     Ok((world, config))
 }
 
+/// [`configure`], with the world's disk model from `options` (ADR-0109).
+pub fn configure_for<T: Target>(seed: u64, options: &RunOptions) -> Result<(WorldConfig, T::Config), String> {
+    let (mut world, config) = configure::<T>(seed, options.profile)?;
+    world.disk = options.disk.clone();
+    world.validate()?;
+    Ok((world, config))
+}
+
 /// Run `seed` against target `T`: generate steps from the seed's workload stream and apply them.
 ///
 /// Panics when the target has no such fault profile (the CLI checks first).
 pub fn run_target<T: Target>(seed: u64, options: &RunOptions) -> OutcomeOf<T> {
     assert!(options.steps <= STEPS_MAX, "{} steps is above STEPS_MAX", options.steps);
-    let (world, config) = configure::<T>(seed, options.profile).unwrap_or_else(|error| panic!("{error}"));
+    let (world, config) = configure_for::<T>(seed, options).unwrap_or_else(|error| panic!("{error}"));
     execute::<T>(Schedule::new(T::NAME, seed, world, config), None, options)
 }
 
@@ -356,7 +367,7 @@ fn execute<T: Target>(
 ) -> OutcomeOf<T> {
     let _canary = CanaryGuard::<T>::set(options.canary.as_deref());
     let seed = schedule.seed;
-    let env = SimEnv::with_faults(seed, schedule.world.faults.clone());
+    let env = SimEnv::with_model(seed, schedule.world.faults.clone(), schedule.world.disk.clone());
     env.set_buggify(schedule.world.buggify);
     let mut run = Run::<T> { recorder: Recorder::new(seed, options), failure: None, panicked: false, steps_run: 0 };
     let steps_total = replay.map_or(options.steps, |steps| steps.len() as u64);

@@ -8,7 +8,7 @@ use env::{FaultKind, RealEnv};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{ExplicitFaults, WorldConfig};
-use crate::runner::{Failure, Outcome, OutcomeOf, RunOptions, configure, run_target};
+use crate::runner::{Failure, Outcome, OutcomeOf, RunOptions, configure_for, run_target};
 use crate::target::{Coverage, PROBE_COUNTER_PREFIX, SeedParallelism, Target, probe_counter};
 
 /// The most seeds one swarm may run.
@@ -202,7 +202,7 @@ pub fn run_swarm<T: Target>(options: &SwarmOptions, mut on_outcome: impl FnMut(&
 
 /// The required counters of `seed` without running it (for a child process that aborted).
 pub fn required_for_seed<T: Target>(seed: u64, options: &RunOptions) -> Vec<String> {
-    configure::<T>(seed, options.profile)
+    configure_for::<T>(seed, options)
         .map(|(world, config)| required_coverage::<T>(&world, &config))
         .unwrap_or_default()
 }

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use super::{Context, EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS, bad_input, read_file, write_file};
-use crate::runner::{Outcome, OutcomeOf, RunOptions, check_determinism, configure, run_schedule, run_target};
+use crate::runner::{Outcome, OutcomeOf, RunOptions, check_determinism, configure_for, run_schedule, run_target};
 use crate::schedule::{ScheduleOf, parse_schedule, parse_schedule_value};
 use crate::target::Target;
 
@@ -108,7 +108,7 @@ pub(super) fn report_run<T: Target, C, O>(outcome: &Outcome<C, O>, replay_comman
 fn single_mode<T: Target>(context: &Context<'_>, seed: u64) -> u8 {
     let args = context.args;
     let options = args.run_options();
-    let (world, config) = match configure::<T>(seed, options.profile) {
+    let (world, config) = match configure_for::<T>(seed, &options) {
         Ok(configured) => configured,
         Err(error) => return bad_input(&error),
     };

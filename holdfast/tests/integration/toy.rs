@@ -215,6 +215,7 @@ fn toy_world() -> WorldConfig {
         explicit: ExplicitFaults::None,
         crash_at_io_k_max: 6,
         recovery_crash_k_max: 2,
+        disk: env::DiskModel::default(),
     }
 }
 
