@@ -54,7 +54,7 @@ pub use random::{DeterministicHashMap, DeterministicHashSet, DeterministicRng, S
 pub use real::{IDLE_WORKERS_MAX, RealEnv, TempDir};
 #[cfg(feature = "sim")]
 pub use sim::{
-    DiskModel, ExplicitFault, FaultConfig, FaultKeying, FaultKind, FaultRecord, FileReport, Persistence, SimEnv,
+    CrashImage, DiskModel, ExplicitFault, FaultConfig, FaultKeying, FaultKind, FaultRecord, FileReport, Persistence, SimEnv,
     WorkBudgetExceeded,
 };
 pub use task::{Task, TaskHandle, TaskStep};

@@ -47,6 +47,8 @@ pub struct RunOptions {
     pub profile: FaultProfile,
     /// The persistence model and sector size a generated run's world gets (`--persistence`, `--sector-size`).
     pub disk: DiskModel,
+    /// Keep the image the run's last crash left ([`Outcome::crash_image`], for `--export-image`).
+    pub keep_crash_image: bool,
 }
 
 impl Default for RunOptions {
@@ -59,6 +61,7 @@ impl Default for RunOptions {
             canary: None,
             profile: FaultProfile::Assumed,
             disk: DiskModel::default(),
+            keep_crash_image: false,
         }
     }
 }
@@ -131,6 +134,8 @@ pub struct Outcome<C, O> {
     pub cpu_nanos: Option<u64>,
     /// The steps that ran (generated or replayed), replayable.
     pub schedule: Schedule<C, O>,
+    /// The disk as the run's last crash left it, when [`RunOptions::keep_crash_image`] asked (ADR-0111).
+    pub crash_image: Option<env::CrashImage>,
 }
 
 /// The outcome type of target `T`.
@@ -369,6 +374,7 @@ fn execute<T: Target>(
     let seed = schedule.seed;
     let env = SimEnv::with_model(seed, schedule.world.faults.clone(), schedule.world.disk.clone());
     env.set_buggify(schedule.world.buggify);
+    env.keep_crash_images(options.keep_crash_image);
     let mut run = Run::<T> { recorder: Recorder::new(seed, options), failure: None, panicked: false, steps_run: 0 };
     let steps_total = replay.map_or(options.steps, |steps| steps.len() as u64);
     let (world, config) = (schedule.world.clone(), schedule.config.clone());
@@ -377,7 +383,7 @@ fn execute<T: Target>(
         Ok(session) => session,
         Err(violation) => {
             run.fail(0, "open", violation);
-            return outcome(run, schedule, Coverage::default());
+            return outcome(run, schedule, Coverage::default(), &env);
         }
     };
     run_steps(&mut run, &mut session, &mut schedule, replay, steps_total);
@@ -399,7 +405,7 @@ fn execute<T: Target>(
         coverage
     };
     dispose(session, run.panicked);
-    outcome(run, schedule, coverage)
+    outcome(run, schedule, coverage, &env)
 }
 
 /// Generate (or replay) and apply the steps, each under its share of the work budget ([`crate::budget`]).
@@ -471,7 +477,7 @@ fn dispose<S>(session: S, panicked: bool) {
     let _ = catch_unwind(AssertUnwindSafe(move || drop(session)));
 }
 
-fn outcome<T: Target>(run: Run<T>, schedule: ScheduleOf<T>, coverage: Coverage) -> OutcomeOf<T> {
+fn outcome<T: Target>(run: Run<T>, schedule: ScheduleOf<T>, coverage: Coverage, env: &SimEnv) -> OutcomeOf<T> {
     assert_eq!(schedule.steps.len() as u64, run.steps_run, "schedule and steps run disagree");
     Outcome {
         seed: schedule.seed,
@@ -484,6 +490,7 @@ fn outcome<T: Target>(run: Run<T>, schedule: ScheduleOf<T>, coverage: Coverage) 
         trace: run.recorder.trace,
         cpu_nanos: None,
         schedule,
+        crash_image: env.last_crash_image(),
     }
 }
 

@@ -33,7 +33,7 @@ use self::disk::Node;
 pub use self::env_impl::SimLock;
 pub use self::faults::{ExplicitFault, FaultConfig, FaultKeying, FaultKind, FaultRecord};
 pub use self::file::SimFile;
-pub use self::persistence::{DiskModel, PAGE_BYTES_DEFAULT, PAGE_BYTES_MAX, Persistence, SECTOR_BYTES_CHOICES};
+pub use self::persistence::{CrashImage, DiskModel, PAGE_BYTES_DEFAULT, PAGE_BYTES_MAX, Persistence, SECTOR_BYTES_CHOICES};
 use self::world::World;
 use crate::Op;
 use crate::random::StableHasher;
@@ -88,6 +88,16 @@ impl SimEnv {
         let mut world = World::new(seed, config);
         world.disk.model = model;
         Self { world: Arc::new(Mutex::new(world)) }
+    }
+
+    /// Keep a [`CrashImage`] of the disk after each crash (the last one only), for `--export-image`.
+    pub fn keep_crash_images(&self, keep: bool) {
+        self.lock_world().keep_crash_image = keep;
+    }
+
+    /// The image the last crash left, when [`SimEnv::keep_crash_images`] is on.
+    pub fn last_crash_image(&self) -> Option<CrashImage> {
+        self.lock_world().last_crash_image.clone()
     }
 
     /// The persistence model and sector size of this world.

@@ -121,6 +121,28 @@ impl fmt::Display for DiskModel {
     }
 }
 
+/// The disk as a crash left it, for `--export-image` (ADR-0111): every durable directory and file with its bytes,
+/// and what the crash did to each pending operation. Kept only when asked for ([`crate::SimEnv::keep_crash_images`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CrashImage {
+    /// Which crash of the world this was (0-based).
+    pub crash: u64,
+    pub model: DiskModel,
+    pub dirs: Vec<std::path::PathBuf>,
+    pub files: Vec<(std::path::PathBuf, Vec<u8>)>,
+    /// Pending writes, by (file, offset): kept whole, dropped, torn (some sectors or pages only).
+    pub writes_kept: Vec<(std::path::PathBuf, u64)>,
+    pub writes_dropped: Vec<(std::path::PathBuf, u64)>,
+    pub writes_torn: Vec<(std::path::PathBuf, u64)>,
+    /// (file, sector offset) of each sector a torn write left as garbage.
+    pub sectors_garbled: Vec<(std::path::PathBuf, u64)>,
+    /// Pending creates, removes and renames (by the path they name) kept and dropped.
+    pub meta_kept: Vec<std::path::PathBuf>,
+    pub meta_dropped: Vec<std::path::PathBuf>,
+    /// `ext4-ordered`: journal events committed of those pending.
+    pub journal: Option<(u64, u64)>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

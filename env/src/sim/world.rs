@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 use std::thread::ThreadId;
 
 use super::FAULT_LOG_MAX;
-use super::disk::{CrashDecisions, Disk, InodeId, Node, WriteFate};
+use super::disk::{CrashDecisions, CrashEffects, Disk, InodeId, Node, WriteFate};
+use super::persistence::CrashImage;
 use super::faults::{FaultConfig, FaultKeying, FaultKind, FaultRecord, detail, fires, tag};
 use super::names::PathId;
 use super::scheduler::TaskSlot;
@@ -63,6 +64,9 @@ pub(super) struct World {
     pub(super) buggify_fired: BTreeMap<&'static str, u64>,
     /// Hits per probe name (`Env::probe`): this world's only, so parallel seeds count apart.
     pub(super) probe_hits: BTreeMap<&'static str, u64>,
+    /// Keep the image each crash leaves (`--export-image`), and the last one kept.
+    pub(super) keep_crash_image: bool,
+    pub(super) last_crash_image: Option<CrashImage>,
 }
 
 /// Keyed crash decisions: pure functions of (seed, crash number, the operation's stable key).
@@ -160,6 +164,8 @@ impl World {
             buggify_reached: BTreeMap::new(),
             buggify_fired: BTreeMap::new(),
             probe_hits: BTreeMap::new(),
+            keep_crash_image: false,
+            last_crash_image: None,
         }
     }
 
@@ -206,6 +212,9 @@ impl World {
         let config = self.config.clone();
         let mut decisions = KeyedCrash { seed: self.seed, crash: self.crash_count, config: &config };
         let effects = self.disk.crash(&mut decisions);
+        if self.keep_crash_image {
+            self.last_crash_image = Some(self.crash_image(&effects, &names));
+        }
         for path in &effects.meta_dropped {
             self.log_fault(FaultKind::CrashDroppedMetadata, path, 0);
         }
@@ -227,6 +236,31 @@ impl World {
         self.cancelled.extend(cancelled.into_values().filter_map(|slot| slot.task));
         self.locks.clear();
         assert!(!self.disk.has_pending_meta(), "crash left pending metadata");
+    }
+
+    /// The disk as the crash just applied left it, and what it did, for `--export-image`.
+    fn crash_image(&self, effects: &CrashEffects, names: &BTreeMap<InodeId, PathId>) -> CrashImage {
+        let disk = &self.disk;
+        let path_of = |list: &[(InodeId, u64)]| -> Vec<(PathBuf, u64)> {
+            let named = |inode: &InodeId| names.get(inode).map_or_else(|| PathBuf::from("<unnamed>"), |&id| disk.names.path(id).into());
+            list.iter().map(|(inode, offset)| (named(inode), *offset)).collect()
+        };
+        let mut image = CrashImage { crash: self.crash_count, model: disk.model.clone(), ..CrashImage::default() };
+        for (path, node) in disk.sorted(&disk.durable) {
+            let path = disk.names.path(path).to_path_buf();
+            match node {
+                Node::Dir => image.dirs.push(path),
+                Node::File(id) => image.files.push((path, disk.inode(id).map(|inode| inode.durable.clone()).unwrap_or_default())),
+            }
+        }
+        image.writes_kept = path_of(&effects.writes_kept);
+        image.writes_dropped = path_of(&effects.writes_dropped);
+        image.writes_torn = path_of(&effects.writes_torn);
+        image.sectors_garbled = path_of(&effects.sectors_garbled);
+        image.meta_kept.clone_from(&effects.meta_kept);
+        image.meta_dropped.clone_from(&effects.meta_dropped);
+        image.journal = effects.journal;
+        image
     }
 
     /// The interned id of `path`, with its fault-keying state (whose path hash is of the spelling first keyed).

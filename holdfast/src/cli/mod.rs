@@ -15,6 +15,7 @@
 //! code (0 pass, 1 failure, 2 bad input). `--shrink` (and `--save`) follow any mode that found a failure.
 
 mod bench;
+mod export;
 mod modes;
 mod save;
 mod swarm;
@@ -188,6 +189,13 @@ pub struct Args {
     #[arg(long, value_name = "BYTES", value_parser = ["512", "4096"])]
     pub sector_size: Option<String>,
 
+    /// With --seed or --replay (a schedule or seed file): write the disk as recovery saw it after the run's last
+    /// crash (for a failing run, the crash whose recovery failed or preceded the failure) as ordinary files under
+    /// DIR/disk/, and DIR/CRASH.txt: seed, target, model, the failure, and which pending writes the crash kept,
+    /// dropped or tore and which directory operations it kept or dropped (ADR-0111).
+    #[arg(long, value_name = "DIR")]
+    pub export_image: Option<PathBuf>,
+
     /// Turn this planted bug on for every run, replay and shrink. Only for targets built with canaries.
     #[arg(long, value_name = "NAME")]
     pub canary: Option<String>,
@@ -237,6 +245,7 @@ impl Args {
             canary: self.canary.clone(),
             profile: self.profile(),
             disk: self.disk_model(),
+            keep_crash_image: self.export_image.is_some(),
             ..RunOptions::default()
         }
     }
@@ -486,6 +495,9 @@ fn check_flags(cli: &Cli, args: &Args, entry: &Entry) -> Result<(), String> {
     }
     if args.shrink && args.json {
         return Err("--shrink prints a human report; it cannot be combined with --json".into());
+    }
+    if args.export_image.is_some() && (args.seeds.is_some() || args.bench || args.check_determinism) {
+        return Err("--export-image exports one run: use it with --seed or --replay".into());
     }
     if args.shrink_budget == 0 {
         return Err("--shrink-budget must be at least 1".into());

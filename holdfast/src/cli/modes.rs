@@ -68,6 +68,21 @@ fn write_outputs<T: Target>(context: &Context<'_>, outcome: &OutcomeOf<T>) -> bo
     true
 }
 
+/// With `--export-image DIR`, write the run's last crash image. False (after printing why) on an error.
+fn write_image<C, O>(context: &Context<'_>, outcome: &Outcome<C, O>) -> bool {
+    let Some(dir) = &context.args.export_image else { return true };
+    match super::export::export_image(dir, outcome) {
+        Ok(message) => {
+            println!("export-image: {message}");
+            true
+        }
+        Err(error) => {
+            eprintln!("error: {error}");
+            false
+        }
+    }
+}
+
 /// With `--dot FILE`, write the target's rendering of the failure.
 fn write_dot<T: Target>(failure: &crate::Failure, dot: Option<&Path>) {
     let Some(path) = dot else { return };
@@ -115,7 +130,7 @@ fn single_mode<T: Target>(context: &Context<'_>, seed: u64) -> u8 {
     println!("seed: {seed} (0x{seed:x}) target: {} steps: {}", T::NAME, args.steps);
     println!("{}", describe::<T>(&crate::Schedule::new(T::NAME, seed, world, config)));
     let outcome = run_target::<T>(seed, &options);
-    if !write_outputs::<T>(context, &outcome) {
+    if !write_outputs::<T>(context, &outcome) || !write_image(context, &outcome) {
         return EXIT_BAD_INPUT;
     }
     let command = format!("{} {}--seed {seed} --steps {}", context.command(), context.selection(), args.steps);
@@ -183,7 +198,7 @@ fn replay_mode<T: Target>(context: &Context<'_>) -> u8 {
     println!("replay: {} seed: {} steps: {}", path.display(), schedule.seed, schedule.steps.len());
     println!("{}", describe::<T>(&schedule));
     let outcome = run_schedule::<T>(&schedule, &options);
-    if !write_outputs::<T>(context, &outcome) {
+    if !write_outputs::<T>(context, &outcome) || !write_image(context, &outcome) {
         return EXIT_BAD_INPUT;
     }
     let command = format!("{} {}--replay {}", context.command(), context.selection(), path.display());
