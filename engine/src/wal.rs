@@ -531,7 +531,10 @@ mod tests {
             // Every synced end's sector is never written again: the next record starts at a boundary.
             for end in synced_ends {
                 let next = scan.records.iter().map(|(offset, _)| *offset).find(|&offset| offset >= end);
-                assert!(next.is_none_or(|offset| offset.is_multiple_of(sector)), "append into a synced {sector} at {end}");
+                assert!(
+                    next.is_none_or(|offset| offset.is_multiple_of(sector)),
+                    "append into a synced {sector} at {end}"
+                );
             }
             let padding = scan.records.iter().map(|(offset, _)| record_padding(&bytes, *offset as usize));
             assert!(padding.clone().any(|pad| u64::from(pad) >= WAL_SECTOR_BYTES) == (sector > WAL_SECTOR_BYTES));

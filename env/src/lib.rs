@@ -54,8 +54,8 @@ pub use random::{DeterministicHashMap, DeterministicHashSet, DeterministicRng, S
 pub use real::{IDLE_WORKERS_MAX, RealEnv, TempDir};
 #[cfg(feature = "sim")]
 pub use sim::{
-    CrashImage, DiskModel, ExplicitFault, FaultConfig, FaultKeying, FaultKind, FaultRecord, FileReport, Persistence, SimEnv,
-    WorkBudgetExceeded,
+    CrashImage, DiskModel, ExplicitFault, FaultConfig, FaultKeying, FaultKind, FaultRecord, FileReport, Persistence,
+    SimEnv, WorkBudgetExceeded,
 };
 pub use task::{Task, TaskHandle, TaskStep};
 

@@ -202,7 +202,5 @@ pub fn run_swarm<T: Target>(options: &SwarmOptions, mut on_outcome: impl FnMut(&
 
 /// The required counters of `seed` without running it (for a child process that aborted).
 pub fn required_for_seed<T: Target>(seed: u64, options: &RunOptions) -> Vec<String> {
-    configure_for::<T>(seed, options)
-        .map(|(world, config)| required_coverage::<T>(&world, &config))
-        .unwrap_or_default()
+    configure_for::<T>(seed, options).map(|(world, config)| required_coverage::<T>(&world, &config)).unwrap_or_default()
 }

@@ -24,8 +24,17 @@ pub(crate) type InodeId = u64;
 #[derive(Clone, Debug)]
 pub(crate) enum PendingData {
     /// `seq`: the disk-wide sequence number ([`Disk::next_seq`]) that orders it against metadata operations.
-    Write { offset: u64, data: Vec<u8>, key: u64, seq: u64 },
-    SetLen { len: u64, key: u64, seq: u64 },
+    Write {
+        offset: u64,
+        data: Vec<u8>,
+        key: u64,
+        seq: u64,
+    },
+    SetLen {
+        len: u64,
+        key: u64,
+        seq: u64,
+    },
 }
 
 impl PendingData {

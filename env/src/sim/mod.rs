@@ -33,7 +33,9 @@ use self::disk::Node;
 pub use self::env_impl::SimLock;
 pub use self::faults::{ExplicitFault, FaultConfig, FaultKeying, FaultKind, FaultRecord};
 pub use self::file::SimFile;
-pub use self::persistence::{CrashImage, DiskModel, PAGE_BYTES_DEFAULT, PAGE_BYTES_MAX, Persistence, SECTOR_BYTES_CHOICES};
+pub use self::persistence::{
+    CrashImage, DiskModel, PAGE_BYTES_DEFAULT, PAGE_BYTES_MAX, Persistence, SECTOR_BYTES_CHOICES,
+};
 use self::world::World;
 use crate::Op;
 use crate::random::StableHasher;

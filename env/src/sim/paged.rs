@@ -141,7 +141,13 @@ pub(super) fn crash_inode(
 }
 
 /// Each write kept (all its pages hold it), dropped (none does) or torn (some do), for the fault log.
-fn record(id: InodeId, ops: &[PendingData], touched: &Touches, limits: &BTreeMap<u64, usize>, effects: &mut CrashEffects) {
+fn record(
+    id: InodeId,
+    ops: &[PendingData],
+    touched: &Touches,
+    limits: &BTreeMap<u64, usize>,
+    effects: &mut CrashEffects,
+) {
     for (position, op) in ops.iter().enumerate() {
         let PendingData::Write { offset, .. } = *op else { continue };
         let Some(range) = touched.ranges[position].clone() else { continue };

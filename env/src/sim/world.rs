@@ -6,9 +6,9 @@ use std::thread::ThreadId;
 
 use super::FAULT_LOG_MAX;
 use super::disk::{CrashDecisions, CrashEffects, Disk, InodeId, Node, WriteFate};
-use super::persistence::CrashImage;
 use super::faults::{FaultConfig, FaultKeying, FaultKind, FaultRecord, detail, fires, tag};
 use super::names::PathId;
+use super::persistence::CrashImage;
 use super::scheduler::TaskSlot;
 use crate::random::{DeterministicRng, chance_ppm, hash_bytes, keyed};
 use crate::{Error, Op, Result, Task};
@@ -242,7 +242,9 @@ impl World {
     fn crash_image(&self, effects: &CrashEffects, names: &BTreeMap<InodeId, PathId>) -> CrashImage {
         let disk = &self.disk;
         let path_of = |list: &[(InodeId, u64)]| -> Vec<(PathBuf, u64)> {
-            let named = |inode: &InodeId| names.get(inode).map_or_else(|| PathBuf::from("<unnamed>"), |&id| disk.names.path(id).into());
+            let named = |inode: &InodeId| {
+                names.get(inode).map_or_else(|| PathBuf::from("<unnamed>"), |&id| disk.names.path(id).into())
+            };
             list.iter().map(|(inode, offset)| (named(inode), *offset)).collect()
         };
         let mut image = CrashImage { crash: self.crash_count, model: disk.model.clone(), ..CrashImage::default() };
@@ -250,7 +252,9 @@ impl World {
             let path = disk.names.path(path).to_path_buf();
             match node {
                 Node::Dir => image.dirs.push(path),
-                Node::File(id) => image.files.push((path, disk.inode(id).map(|inode| inode.durable.clone()).unwrap_or_default())),
+                Node::File(id) => {
+                    image.files.push((path, disk.inode(id).map(|inode| inode.durable.clone()).unwrap_or_default()))
+                }
             }
         }
         image.writes_kept = path_of(&effects.writes_kept);

@@ -54,7 +54,8 @@ fn durable_files(env: &SimEnv, durable: &[u8]) -> Vec<env::sim::SimFile> {
 
 /// Run `actions`, returning each file's snapshots since its last sync (what reads saw after each operation).
 fn run(env: &SimEnv, files: &[env::sim::SimFile], actions: &[Action]) -> Vec<Vec<Vec<u8>>> {
-    let mut snapshots: Vec<Vec<Vec<u8>>> = (0..FILES).map(|file| vec![env.read_current(&path(file)).unwrap()]).collect();
+    let mut snapshots: Vec<Vec<Vec<u8>>> =
+        (0..FILES).map(|file| vec![env.read_current(&path(file)).unwrap()]).collect();
     for action in actions {
         let file = match *action {
             Action::Write { file, offset, len, byte } => {
@@ -214,8 +215,12 @@ fn page_exposes_unwritten_appends_that_ext4_ordered_does_not() {
 #[test]
 fn posix_and_page_drop_metadata_out_of_order() {
     for persistence in [Persistence::Posix, Persistence::Page] {
-        let out_of_order =
-            (0..64).filter(|&seed| { let (states, after) = metadata_run(seed, persistence, &[]); !states.contains(&after) }).count();
+        let out_of_order = (0..64)
+            .filter(|&seed| {
+                let (states, after) = metadata_run(seed, persistence, &[]);
+                !states.contains(&after)
+            })
+            .count();
         assert!(out_of_order > 0, "{persistence}: metadata always kept in order");
     }
 }

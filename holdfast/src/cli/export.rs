@@ -20,7 +20,8 @@ pub(super) fn export_image<C, O>(dir: &Path, outcome: &Outcome<C, O>) -> Result<
     })?;
     let env = RealEnv::new();
     let disk = dir.join("disk");
-    let create = |path: &Path| env.create_dir_all(path).map_err(|error| format!("cannot create {}: {error}", path.display()));
+    let create =
+        |path: &Path| env.create_dir_all(path).map_err(|error| format!("cannot create {}: {error}", path.display()));
     create(&disk)?;
     for simulated in &image.dirs {
         create(&host_path(&disk, simulated)?)?;
@@ -62,7 +63,11 @@ fn describe<C, O>(outcome: &Outcome<C, O>, image: &CrashImage) -> String {
     let _ = writeln!(text, "crash: #{} (the run's last; recovery opened this image)", image.crash);
     match &outcome.failure {
         Some(failure) => {
-            let _ = writeln!(text, "failure: {} ({}) at step {} phase {}", failure.invariant, failure.kind, failure.step, failure.phase);
+            let _ = writeln!(
+                text,
+                "failure: {} ({}) at step {} phase {}",
+                failure.invariant, failure.kind, failure.step, failure.phase
+            );
         }
         None => {
             let _ = writeln!(text, "failure: none (the run passed)");
@@ -86,7 +91,9 @@ fn describe<C, O>(outcome: &Outcome<C, O>, image: &CrashImage) -> String {
             let _ = writeln!(text, "  ... {} more", list.len() - EXPORT_LIST_MAX);
         }
     }
-    for (label, list) in [("directory operations kept", &image.meta_kept), ("directory operations dropped", &image.meta_dropped)] {
+    for (label, list) in
+        [("directory operations kept", &image.meta_kept), ("directory operations dropped", &image.meta_dropped)]
+    {
         let _ = writeln!(text, "{label}: {}", list.len());
         for path in list.iter().take(EXPORT_LIST_MAX) {
             let _ = writeln!(text, "  {}", path.display());

@@ -255,7 +255,8 @@ impl Args {
         let persistence = self.persistence.as_deref().map_or(env::Persistence::Posix, |name| {
             env::Persistence::parse(name).expect("clap allows only known model names")
         });
-        let sector_bytes = self.sector_size.as_deref().map_or(512, |bytes| bytes.parse().expect("clap allows 512, 4096"));
+        let sector_bytes =
+            self.sector_size.as_deref().map_or(512, |bytes| bytes.parse().expect("clap allows 512, 4096"));
         env::DiskModel { persistence, sector_bytes, ..env::DiskModel::default() }
     }
 }

@@ -68,6 +68,13 @@ fn write_outputs<T: Target>(context: &Context<'_>, outcome: &OutcomeOf<T>) -> bo
     true
 }
 
+/// After a failure: the persistence models it reproduces on (ADR-0112), printed.
+fn print_models<T: Target>(outcome: &OutcomeOf<T>, options: &RunOptions) {
+    let Some(failure) = &outcome.failure else { return };
+    let report = crate::models::models_reproducing::<T>(&outcome.schedule, &failure.signature(), options);
+    println!("{}", report.line());
+}
+
 /// With `--export-image DIR`, write the run's last crash image. False (after printing why) on an error.
 fn write_image<C, O>(context: &Context<'_>, outcome: &Outcome<C, O>) -> bool {
     let Some(dir) = &context.args.export_image else { return true };
@@ -135,6 +142,9 @@ fn single_mode<T: Target>(context: &Context<'_>, seed: u64) -> u8 {
     }
     let command = format!("{} {}--seed {seed} --steps {}", context.command(), context.selection(), args.steps);
     let code = report_run::<T, _, _>(&outcome, &command, args.dot.as_deref());
+    if !args.shrink {
+        print_models::<T>(&outcome, &options);
+    }
     if args.shrink && !outcome.passed() {
         return super::save::shrink_and_report::<T>(context, &outcome.schedule, &options);
     }
@@ -173,10 +183,15 @@ fn replay_mode<T: Target>(context: &Context<'_>) -> u8 {
     let args = context.args;
     let path = args.replay.as_deref().expect("replay mode has a file");
     let loaded = read_file(path).and_then(|text| load_replay::<T>(path, &text));
-    let (schedule, seed_file) = match loaded {
+    let (mut schedule, seed_file) = match loaded {
         Ok(loaded) => loaded,
         Err(error) => return bad_input(&error),
     };
+    if args.persistence.is_some() || args.sector_size.is_some() {
+        // Replay (and shrink) under another model: the schedule's own is replaced (ADR-0112).
+        schedule.world.disk = args.disk_model();
+        println!("disk model replaced: {}", schedule.world.disk);
+    }
     let mut options = args.run_options();
     if let Some(seed) = &seed_file {
         if let Some(name) = &seed.canary {
@@ -203,6 +218,9 @@ fn replay_mode<T: Target>(context: &Context<'_>) -> u8 {
     }
     let command = format!("{} {}--replay {}", context.command(), context.selection(), path.display());
     let code = report_run::<T, _, _>(&outcome, &command, args.dot.as_deref());
+    if !args.shrink {
+        print_models::<T>(&outcome, &options);
+    }
     if args.shrink && !outcome.passed() {
         return super::save::shrink_and_report::<T>(context, &outcome.schedule, &options);
     }
