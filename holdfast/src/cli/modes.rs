@@ -68,11 +68,10 @@ fn write_outputs<T: Target>(context: &Context<'_>, outcome: &OutcomeOf<T>) -> bo
     true
 }
 
-/// After a failure: the persistence models it reproduces on (ADR-0112), printed.
-fn print_models<T: Target>(outcome: &OutcomeOf<T>, options: &RunOptions) {
-    let Some(failure) = &outcome.failure else { return };
-    let report = crate::models::models_reproducing::<T>(&outcome.schedule, &failure.signature(), options);
-    println!("{}", report.line());
+/// After a failure: the persistence models it reproduces on (ADR-0112), as the line to print.
+fn models_line<T: Target>(outcome: &OutcomeOf<T>, options: &RunOptions) -> Option<String> {
+    let failure = outcome.failure.as_ref()?;
+    Some(crate::models::models_reproducing::<T>(&outcome.schedule, &failure.signature(), options).line())
 }
 
 /// With `--export-image DIR`, write the run's last crash image. False (after printing why) on an error.
@@ -104,8 +103,14 @@ fn write_dot<T: Target>(failure: &crate::Failure, dot: Option<&Path>) {
     }
 }
 
-/// Print a run's result; returns its exit code.
-pub(super) fn report_run<T: Target, C, O>(outcome: &Outcome<C, O>, replay_command: &str, dot: Option<&Path>) -> u8 {
+/// Print a run's result (with `models`, the line naming the persistence models a failure reproduces on, before
+/// the digest, which stays the last line); returns its exit code.
+pub(super) fn report_run<T: Target, C, O>(
+    outcome: &Outcome<C, O>,
+    replay_command: &str,
+    dot: Option<&Path>,
+    models: Option<&str>,
+) -> u8 {
     println!("steps: {} (work steps {})", outcome.steps_run, outcome.work_steps);
     let counters: Vec<String> =
         outcome.coverage.counters.iter().map(|(name, count)| format!("{name}={count}")).collect();
@@ -120,6 +125,9 @@ pub(super) fn report_run<T: Target, C, O>(outcome: &Outcome<C, O>, replay_comman
             println!("replay: {replay_command}");
             write_dot::<T>(failure, dot);
             println!("first failure: seed={} step={} invariant={}", failure.seed, failure.step, failure.invariant);
+            if let Some(line) = models {
+                println!("{line}");
+            }
             EXIT_FAIL
         }
     };
@@ -141,10 +149,9 @@ fn single_mode<T: Target>(context: &Context<'_>, seed: u64) -> u8 {
         return EXIT_BAD_INPUT;
     }
     let command = format!("{} {}--seed {seed} --steps {}", context.command(), context.selection(), args.steps);
-    let code = report_run::<T, _, _>(&outcome, &command, args.dot.as_deref());
-    if !args.shrink {
-        print_models::<T>(&outcome, &options);
-    }
+    // After --shrink the minimal schedule is labelled instead (save.rs).
+    let models = if args.shrink { None } else { models_line::<T>(&outcome, &options) };
+    let code = report_run::<T, _, _>(&outcome, &command, args.dot.as_deref(), models.as_deref());
     if args.shrink && !outcome.passed() {
         return super::save::shrink_and_report::<T>(context, &outcome.schedule, &options);
     }
@@ -217,10 +224,9 @@ fn replay_mode<T: Target>(context: &Context<'_>) -> u8 {
         return EXIT_BAD_INPUT;
     }
     let command = format!("{} {}--replay {}", context.command(), context.selection(), path.display());
-    let code = report_run::<T, _, _>(&outcome, &command, args.dot.as_deref());
-    if !args.shrink {
-        print_models::<T>(&outcome, &options);
-    }
+    // After --shrink the minimal schedule is labelled instead (save.rs).
+    let models = if args.shrink { None } else { models_line::<T>(&outcome, &options) };
+    let code = report_run::<T, _, _>(&outcome, &command, args.dot.as_deref(), models.as_deref());
     if args.shrink && !outcome.passed() {
         return super::save::shrink_and_report::<T>(context, &outcome.schedule, &options);
     }
