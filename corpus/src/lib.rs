@@ -77,6 +77,12 @@ pub struct SeedFile {
     /// means the same run (ADR-0003), and fails until the file is re-recorded with an ADR that says why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub digest: Option<String>,
+    /// The persistence models (ADR-0109) the failure reproduces on and those it does not, weakest first, as
+    /// replayed when the seed was saved (ADR-0112). Absent in older seed files.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reproduces_on: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_on: Vec<String>,
     /// The shrunk schedule, in the target's schedule format.
     pub schedule: serde_json::Value,
 }
@@ -220,6 +226,8 @@ mod tests {
             adr: "ADR-0020".into(),
             description: "an example".into(),
             digest: Some("00000000deadbeef".into()),
+            reproduces_on: Vec::new(),
+            not_on: Vec::new(),
             schedule: serde_json::json!({ "steps": [] }),
         }
     }

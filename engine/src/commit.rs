@@ -193,7 +193,7 @@ fn rotate_log<E: Env>(inner: &Arc<Inner<E>>, state: &mut State<E>) -> Result<()>
     assert!(state.pending_commits.is_empty(), "rotation left commits pending");
     let file = inner.env.open(&inner.wal_path(number), OpenOptions::create_new())?;
     inner.env.sync_dir(&inner.dir)?;
-    let old = mem::replace(&mut state.wal, WalWriter::new(file, number));
+    let old = mem::replace(&mut state.wal, WalWriter::new(file, number, inner.env.sector_size_bytes()));
     let memtable = mem::replace(&mut state.memtable, Arc::new(Memtable::new()));
     assert!(old.number() < number, "log segment numbers must grow");
     state.immutables.push_back(Immutable { memtable, wal_number: old.number() });

@@ -98,7 +98,7 @@ pub(crate) fn open<E: Env>(env: E, dir: &Path, options: Options) -> Result<Arc<I
     let wal_file = env.open(&dir.join(wal_file_name(wal_number)), OpenOptions::create_new())?;
     let state = State {
         memtable: Arc::new(Memtable::new()),
-        wal: WalWriter::new(wal_file, wal_number),
+        wal: WalWriter::new(wal_file, wal_number, env.sector_size_bytes()),
         immutables: VecDeque::new(),
         version: Arc::new(version),
         next_file_number: wal_number + 1,

@@ -40,8 +40,13 @@ pub const RECORD_HEADER_BYTES: usize = 24;
 pub const RECORD_PAYLOAD_BYTES_MAX: usize = 64 * 1024 * 1024;
 /// The most writes one batch may carry.
 pub const BATCH_WRITES_MAX: u32 = 1 << 20;
-/// The sector appends align to after a sync (the simulated disk's and the common device's atomic unit).
+/// The smallest sector appends align to after a sync (the common device's atomic unit): every padded record
+/// starts at a multiple of it. The writer pads to the sector [`env::Env::sector_size_bytes`] reports (ADR-0110).
 pub const WAL_SECTOR_BYTES: u64 = env::SECTOR_SIZE_BYTES;
+/// The largest sector the writer pads to (4Kn devices): a record's declared padding is below it.
+pub const WAL_SECTOR_BYTES_MAX: u64 = 4096;
+/// The sectors a reader tries, smallest first, when a zero gap may be padding.
+const WAL_SECTOR_CHOICES: [u64; 2] = [WAL_SECTOR_BYTES, WAL_SECTOR_BYTES_MAX];
 
 /// What a record is. The tag bytes share nothing with [`ValueKind`] tags (ADR-0011).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -196,7 +201,7 @@ pub fn encode_record(kind: RecordKind, payload: &[u8], synced_offset: u64) -> Ve
 /// Encode a whole record that starts `pad_bytes` zero bytes after the previous record's end, at a sector boundary.
 pub fn encode_record_padded(kind: RecordKind, payload: &[u8], synced_offset: u64, pad_bytes: u16) -> Vec<u8> {
     assert!(payload.len() <= RECORD_PAYLOAD_BYTES_MAX, "record payload too large");
-    assert!(u64::from(pad_bytes) < WAL_SECTOR_BYTES, "padding reaches a whole sector");
+    assert!(u64::from(pad_bytes) < WAL_SECTOR_BYTES_MAX, "padding reaches a whole sector");
     let mut out = vec![0u8; RECORD_HEADER_BYTES];
     out[4..8].copy_from_slice(&crc32fast::hash(payload).to_le_bytes());
     out[8..12].copy_from_slice(&(payload.len() as u32).to_le_bytes());
@@ -217,21 +222,23 @@ pub fn record_padding(bytes: &[u8], offset: usize) -> u16 {
 }
 
 /// Where a record appended to a segment ending at `end_offset` starts, and the zero gap before it, given how many
-/// bytes a sync has been issued for: the next sector boundary when the sector at the end holds such bytes (a torn,
-/// garbled append there could destroy them), else the end (ADR-0067). Pure: the writer and `specs::Storage` share it.
-pub fn next_append_start(end_offset: u64, sync_issued_offset: u64) -> (u64, u16) {
-    let sector_start = end_offset / WAL_SECTOR_BYTES * WAL_SECTOR_BYTES;
+/// bytes a sync has been issued for: the next boundary of a `sector_bytes` sector when the sector at the end holds
+/// such bytes (a torn, garbled append there could destroy them), else the end (ADR-0067, ADR-0110). Pure: the
+/// writer and `specs::Storage` share it.
+pub fn next_append_start(end_offset: u64, sync_issued_offset: u64, sector_bytes: u64) -> (u64, u16) {
+    assert!(WAL_SECTOR_CHOICES.contains(&sector_bytes), "a WAL sector of {sector_bytes} bytes");
+    let sector_start = end_offset / sector_bytes * sector_bytes;
     if sync_issued_offset > sector_start {
-        let start = sector_ceil(end_offset);
+        let start = sector_ceil(end_offset, sector_bytes);
         (start, u16::try_from(start - end_offset).expect("a gap is shorter than a sector"))
     } else {
         (end_offset, 0)
     }
 }
 
-/// The next sector boundary at or after `offset`.
-pub fn sector_ceil(offset: u64) -> u64 {
-    offset.div_ceil(WAL_SECTOR_BYTES) * WAL_SECTOR_BYTES
+/// The next boundary of a `sector_bytes` sector at or after `offset`.
+pub fn sector_ceil(offset: u64, sector_bytes: u64) -> u64 {
+    offset.div_ceil(sector_bytes) * sector_bytes
 }
 
 /// Decode the record at `offset`: (record, its synced_offset, the offset just past it).
@@ -249,7 +256,7 @@ pub fn decode_record_at(bytes: &[u8], offset: usize) -> Result<(Record, u64, usi
         return Err(at("reserved header byte is not zero"));
     }
     let pad_bytes = u64::from(record_padding(header, 0));
-    if pad_bytes >= WAL_SECTOR_BYTES || (pad_bytes > 0 && !(offset as u64).is_multiple_of(WAL_SECTOR_BYTES)) {
+    if pad_bytes >= WAL_SECTOR_BYTES_MAX || (pad_bytes > 0 && !(offset as u64).is_multiple_of(WAL_SECTOR_BYTES)) {
         return Err(at("record padding out of range or not ending at a sector boundary"));
     }
     let synced_offset = u64::from_le_bytes(header[16..24].try_into().expect("8 bytes"));
@@ -304,15 +311,18 @@ pub fn decode_segment(bytes: &[u8]) -> WalScan {
     WalScan { records, end: WalEnd::Clean }
 }
 
-/// The record after the padding that starts at `end`: the bytes from `end` to the next sector boundary are all
-/// zero and the record there decodes and says it was padded by exactly that many bytes. Its offset and decoding.
+/// The record after the padding that starts at `end`: for some sector size a writer may use (smallest first), the
+/// bytes from `end` to that sector's next boundary are all zero and the record there decodes and says it was
+/// padded by exactly that many bytes. Its offset and decoding.
 fn padded_record_after(bytes: &[u8], end: usize) -> Option<(usize, (Record, u64, usize))> {
-    let boundary = usize::try_from(sector_ceil(end as u64)).ok()?;
-    if boundary == end || boundary >= bytes.len() || bytes[end..boundary].iter().any(|&byte| byte != 0) {
-        return None;
-    }
-    let decoded = decode_record_at(bytes, boundary).ok()?;
-    (usize::from(record_padding(bytes, boundary)) == boundary - end).then_some((boundary, decoded))
+    WAL_SECTOR_CHOICES.into_iter().find_map(|sector_bytes| {
+        let boundary = usize::try_from(sector_ceil(end as u64, sector_bytes)).ok()?;
+        if boundary == end || boundary >= bytes.len() || bytes[end..boundary].iter().any(|&byte| byte != 0) {
+            return None;
+        }
+        let decoded = decode_record_at(bytes, boundary).ok()?;
+        (usize::from(record_padding(bytes, boundary)) == boundary - end).then_some((boundary, decoded))
+    })
 }
 
 /// Bad bytes at `damage`: corruption if a later valid record proves they had been synced, else a torn tail.
@@ -337,18 +347,22 @@ pub struct WalWriter<F: File> {
     synced_offset: u64,
     /// How many bytes a sync has been issued for (done or not): no append starts in a sector holding any of them.
     sync_issued_offset: u64,
+    /// The device's sector ([`env::Env::sector_size_bytes`]): appends after a sync start at its boundaries.
+    sector_bytes: u64,
 }
 
 impl<F: File> WalWriter<F> {
-    /// A writer for a new, empty segment.
-    pub fn new(file: F, number: u64) -> Self {
-        Self { file: std::sync::Arc::new(file), number, end_offset: 0, synced_offset: 0, sync_issued_offset: 0 }
+    /// A writer for a new, empty segment on a device with `sector_bytes` sectors (512 or 4096).
+    pub fn new(file: F, number: u64, sector_bytes: u64) -> Self {
+        assert!(WAL_SECTOR_CHOICES.contains(&sector_bytes), "a WAL sector of {sector_bytes} bytes");
+        let file = std::sync::Arc::new(file);
+        Self { file, number, end_offset: 0, synced_offset: 0, sync_issued_offset: 0, sector_bytes }
     }
 
     /// Where the next record starts, and the zero gap before it: the next sector boundary when the sector at the
     /// end holds bytes a sync was issued for (a torn, garbled append there could destroy them), else the end.
     fn next_start(&self) -> (u64, u16) {
-        next_append_start(self.end_offset, self.sync_issued_offset)
+        next_append_start(self.end_offset, self.sync_issued_offset, self.sector_bytes)
     }
 
     pub fn number(&self) -> u64 {
@@ -487,12 +501,14 @@ mod tests {
         assert!(RecordKind::from_byte(ValueKind::Delete.to_byte()).is_none());
     }
 
-    /// A writer's segment bytes after appending `records` payload lengths, syncing after the ones marked.
-    fn written(appends: &[(usize, bool)]) -> (Vec<u8>, Vec<u64>) {
+    /// A writer's segment bytes after appending `records` payload lengths, syncing after the ones marked, on a
+    /// device with `sector_bytes` sectors.
+    fn written(appends: &[(usize, bool)], sector_bytes: u64) -> (Vec<u8>, Vec<u64>) {
         use env::Env as _;
-        let env = env::SimEnv::new(1);
+        let model = env::DiskModel { sector_bytes, ..env::DiskModel::default() };
+        let env = env::SimEnv::with_model(1, env::FaultConfig::default(), model);
         let file = env.open(std::path::Path::new("/wal-000001.log"), env::OpenOptions::create_new()).expect("open");
-        let mut writer = WalWriter::new(file, 1);
+        let mut writer = WalWriter::new(file, 1, env.sector_size_bytes());
         let mut synced_ends = Vec::new();
         for (index, &(len, sync)) in appends.iter().enumerate() {
             let batch = batch(index as u64 + 1, &[&"k".repeat(len.max(1))]);
@@ -508,40 +524,45 @@ mod tests {
     #[test]
     fn appends_after_a_sync_start_at_a_sector_boundary_and_decode() {
         let appends = [(10, true), (700, false), (3, true), (1, false), (2, false), (5, true), (40, true)];
-        let (bytes, synced_ends) = written(&appends);
-        let scan = decode_segment(&bytes);
-        assert_eq!(scan.end, WalEnd::Clean);
-        assert_eq!(scan.records.len(), appends.len());
-        // Every synced end's sector is never written again: the next record starts at a boundary.
-        for end in synced_ends {
-            let next = scan.records.iter().map(|(offset, _)| *offset).find(|&offset| offset >= end);
-            assert!(
-                next.is_none_or(|offset| offset.is_multiple_of(WAL_SECTOR_BYTES)),
-                "append into a synced sector at {end}"
-            );
+        for sector in WAL_SECTOR_CHOICES {
+            let (bytes, synced_ends) = written(&appends, sector);
+            let scan = decode_segment(&bytes);
+            assert_eq!((scan.end, scan.records.len()), (WalEnd::Clean, appends.len()), "sector {sector}");
+            // Every synced end's sector is never written again: the next record starts at a boundary.
+            for end in synced_ends {
+                let next = scan.records.iter().map(|(offset, _)| *offset).find(|&offset| offset >= end);
+                assert!(
+                    next.is_none_or(|offset| offset.is_multiple_of(sector)),
+                    "append into a synced {sector} at {end}"
+                );
+            }
+            let padding = scan.records.iter().map(|(offset, _)| record_padding(&bytes, *offset as usize));
+            assert!(padding.clone().any(|pad| u64::from(pad) >= WAL_SECTOR_BYTES) == (sector > WAL_SECTOR_BYTES));
+            assert!(padding.into_iter().any(|pad| pad > 0), "no padding at sector {sector}");
         }
-        assert!(scan.records.iter().any(|(offset, _)| record_padding(&bytes, *offset as usize) > 0), "no padding");
     }
 
     #[test]
     fn a_garbled_sector_after_a_sync_keeps_every_synced_record() {
-        let (bytes, synced_ends) = written(&[(10, true), (20, true), (30, false)]);
-        let synced = *synced_ends.last().expect("synced");
-        // Garble from the unsynced record's start to the end of its sector, as a torn crash may.
-        let mut garbled = bytes.clone();
-        let start = usize::try_from(synced.div_ceil(WAL_SECTOR_BYTES) * WAL_SECTOR_BYTES).expect("fits");
-        for byte in &mut garbled[start..] {
-            *byte = 0x5a;
+        for sector in WAL_SECTOR_CHOICES {
+            let (bytes, synced_ends) = written(&[(10, true), (20, true), (30, false)], sector);
+            let synced = *synced_ends.last().expect("synced");
+            // Garble from the unsynced record's start to the end of its sector, as a torn crash may.
+            let mut garbled = bytes.clone();
+            let start = usize::try_from(sector_ceil(synced, sector)).expect("fits");
+            for byte in &mut garbled[start..] {
+                *byte = 0x5a;
+            }
+            let scan = decode_segment(&garbled);
+            assert_eq!(scan.records.len(), 2, "sector {sector}: {:?}", scan.end);
+            assert!(matches!(scan.end, WalEnd::TornTail { .. }), "{:?}", scan.end);
         }
-        let scan = decode_segment(&garbled);
-        assert_eq!(scan.records.len(), 2, "{:?}", scan.end);
-        assert!(matches!(scan.end, WalEnd::TornTail { .. }), "{:?}", scan.end);
     }
 
     #[test]
     fn padding_is_accepted_only_where_it_is_declared_and_zero() {
         let first = encode_record(RecordKind::Batch, &encode_batch(&batch(1, &["a"])), 0);
-        let gap = sector_ceil(first.len() as u64) as usize - first.len();
+        let gap = sector_ceil(first.len() as u64, WAL_SECTOR_BYTES) as usize - first.len();
         let padded = encode_record_padded(RecordKind::Seal, &[], first.len() as u64, gap as u16);
         let mut bytes = first.clone();
         bytes.resize(first.len() + gap, 0);

@@ -56,14 +56,16 @@ pub use random::{DeterministicHashMap, DeterministicHashSet, DeterministicRng, S
 pub use real::{CHILD_POLL_INTERVAL, ChildOutput, IDLE_WORKERS_MAX, RealEnv, TempDir, Watched};
 #[cfg(feature = "sim")]
 pub use sim::{
-    ExplicitFault, FaultConfig, FaultKeying, FaultKind, FaultRecord, FileReport, SimEnv, WorkBudgetExceeded,
+    CrashImage, DiskModel, ExplicitFault, FaultConfig, FaultKeying, FaultKind, FaultRecord, FileReport, Persistence,
+    SimEnv, WorkBudgetExceeded,
 };
 pub use task::{Task, TaskHandle, TaskStep};
 
 /// How many times [`File::write_all_at`] retries a short write before giving up.
 pub const WRITE_ATTEMPTS_MAX: u32 = 64;
 
-/// Size of a disk sector: the unit of atomicity the simulated disk tears at (ADR-0004).
+/// The default size of a disk sector: the unit of atomicity the simulated disk tears at (ADR-0004) unless its
+/// [`DiskModel`] says 4096 (ADR-0110).
 pub const SECTOR_SIZE_BYTES: u64 = 512;
 
 /// Options for [`Env::open`]. Reads are always allowed.
@@ -276,6 +278,10 @@ pub trait Env: Clone + Send + Sync + Debug + 'static {
 
     /// True on a simulated environment.
     fn is_simulated(&self) -> bool;
+
+    /// The device's sector in bytes (512 or 4096): the unit a power cut may tear a write at, and what a log
+    /// pads records to (ADR-0110). `SimEnv`: its world's `--sector-size`; `RealEnv`: 512.
+    fn sector_size_bytes(&self) -> u64;
 }
 
 /// Mark a rare path as reached: `env::probe!(env, "area.what_happened")` calls [`Env::probe`] on `env`.

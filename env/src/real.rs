@@ -349,6 +349,13 @@ impl Env for RealEnv {
     fn is_simulated(&self) -> bool {
         false
     }
+
+    /// 512: the logical sector every Linux block device accepts and the smallest unit a drive writes
+    /// atomically. A 4Kn drive's larger sector is not detected (ADR-0110): padding to 512 on it is what the
+    /// WAL did before sector sizes were configurable.
+    fn sector_size_bytes(&self) -> u64 {
+        crate::SECTOR_SIZE_BYTES
+    }
 }
 
 /// A fresh directory under the OS temp dir ([`RealEnv::temp_dir`]), removed with everything in it on drop.

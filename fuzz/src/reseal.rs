@@ -89,7 +89,7 @@ pub fn reseal_wal(bytes: &[u8]) -> Vec<u8> {
     let mut position = 0usize;
     while position + WAL_HEADER_BYTES <= out.len() {
         // A zero gap up to the next sector boundary is padding (ADR-0067): the next record starts there.
-        let boundary = usize::try_from(engine::wal::sector_ceil(position as u64)).unwrap_or(usize::MAX);
+        let boundary = usize::try_from(engine::wal::sector_ceil(position as u64, engine::wal::WAL_SECTOR_BYTES)).unwrap_or(usize::MAX);
         if boundary > position && boundary < out.len() && out[position..boundary].iter().all(|&byte| byte == 0) {
             position = boundary;
             continue;

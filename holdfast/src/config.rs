@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use env::{DeterministicRng, FaultConfig, FaultKeying, FaultKind};
+use env::{DeterministicRng, DiskModel, FaultConfig, FaultKeying, FaultKind};
 use serde::{Deserialize, Serialize};
 
 /// The largest `k` of a `crash_at_io` step.
@@ -270,6 +270,11 @@ pub struct WorldConfig {
     pub crash_at_io_k_max: u64,
     /// `crash_during_recovery` steps draw `k` from `1..=recovery_crash_k_max`.
     pub recovery_crash_k_max: u64,
+    /// The persistence model and sector size (ADR-0109, ADR-0110): chosen by `--persistence` and
+    /// `--sector-size`, never drawn from the seed. Absent from a schedule (and its digest) while the default
+    /// (`posix`, 512-byte sectors), so every schedule from before it loads as `posix` and keeps its digest.
+    #[serde(default, skip_serializing_if = "DiskModel::is_default")]
+    pub disk: DiskModel,
 }
 
 impl WorldConfig {
@@ -292,6 +297,7 @@ impl WorldConfig {
             explicit: menu.explicit,
             crash_at_io_k_max: rng.range_inclusive(1, CRASH_AT_IO_K_MAX),
             recovery_crash_k_max: rng.range_inclusive(1, RECOVERY_CRASH_K_MAX),
+            disk: DiskModel::default(),
         };
         config.validate().expect("the world generated an invalid configuration");
         config
@@ -305,7 +311,7 @@ impl WorldConfig {
         if self.crash_at_io_k_max == 0 || self.recovery_crash_k_max == 0 {
             return Err("world: crash k ranges must be at least 1".into());
         }
-        Ok(())
+        self.disk.validate().map_err(|error| format!("world.{error}"))
     }
 
     /// Probabilistic fault kinds this configuration turns on (ppm > 0, or a disk quota for `disk_full`).
@@ -441,11 +447,12 @@ impl fmt::Display for WorldConfig {
         let faults = if kinds.is_empty() { "none".to_string() } else { kinds.join(" ") };
         write!(
             f,
-            "faults: {faults}; crash_kept write={}ppm meta={}ppm; keying={:?}; buggify={}",
+            "faults: {faults}; crash_kept write={}ppm meta={}ppm; keying={:?}; buggify={}; disk: {}",
             self.faults.crash_write_kept_ppm,
             self.faults.crash_metadata_kept_ppm,
             self.faults.keying,
-            if self.buggify { "on" } else { "off" }
+            if self.buggify { "on" } else { "off" },
+            self.disk
         )
     }
 }

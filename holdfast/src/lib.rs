@@ -38,6 +38,7 @@ pub mod cli;
 pub mod config;
 pub mod digest;
 pub mod kit;
+pub mod models;
 pub mod protocol;
 pub mod runner;
 pub mod schedule;

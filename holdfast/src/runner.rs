@@ -8,7 +8,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use env::{DeterministicRng, SimEnv, StableHasher};
+use env::{DeterministicRng, DiskModel, SimEnv, StableHasher};
 use serde::{Deserialize, Serialize};
 
 use crate::budget::{WORK_BUDGET_INVARIANT, overrun, work_limit};
@@ -47,6 +47,10 @@ pub struct RunOptions {
     pub canary: Option<String>,
     /// The fault profile a generated run draws its world from.
     pub profile: FaultProfile,
+    /// The persistence model and sector size a generated run's world gets (`--persistence`, `--sector-size`).
+    pub disk: DiskModel,
+    /// Keep the image the run's last crash left ([`Outcome::crash_image`], for `--export-image`).
+    pub keep_crash_image: bool,
 }
 
 impl Default for RunOptions {
@@ -58,6 +62,8 @@ impl Default for RunOptions {
             record_trace: false,
             canary: None,
             profile: FaultProfile::Assumed,
+            disk: DiskModel::default(),
+            keep_crash_image: false,
         }
     }
 }
@@ -131,6 +137,8 @@ pub struct Outcome<C, O> {
     pub cpu_nanos: Option<u64>,
     /// The steps that ran (generated or replayed), replayable.
     pub schedule: Schedule<C, O>,
+    /// The disk as the run's last crash left it, when [`RunOptions::keep_crash_image`] asked (ADR-0111).
+    pub crash_image: Option<env::CrashImage>,
 }
 
 /// The outcome type of target `T`.
@@ -158,12 +166,20 @@ pub fn configure<T: Target>(seed: u64, profile: FaultProfile) -> Result<(WorldCo
     Ok((world, config))
 }
 
+/// [`configure`], with the world's disk model from `options` (ADR-0109).
+pub fn configure_for<T: Target>(seed: u64, options: &RunOptions) -> Result<(WorldConfig, T::Config), String> {
+    let (mut world, config) = configure::<T>(seed, options.profile)?;
+    world.disk = options.disk.clone();
+    world.validate()?;
+    Ok((world, config))
+}
+
 /// Run `seed` against target `T`: generate steps from the seed's workload stream and apply them.
 ///
 /// Panics when the target has no such fault profile (the CLI checks first).
 pub fn run_target<T: Target>(seed: u64, options: &RunOptions) -> OutcomeOf<T> {
     assert!(options.steps <= STEPS_MAX, "{} steps is above STEPS_MAX", options.steps);
-    let (world, config) = configure::<T>(seed, options.profile).unwrap_or_else(|error| panic!("{error}"));
+    let (world, config) = configure_for::<T>(seed, options).unwrap_or_else(|error| panic!("{error}"));
     execute::<T>(Schedule::new(T::NAME, seed, world, config), None, options)
 }
 
@@ -420,8 +436,9 @@ fn execute<T: Target>(
 ) -> OutcomeOf<T> {
     let _canary = CanaryGuard::<T>::set(options.canary.as_deref());
     let seed = schedule.seed;
-    let env = SimEnv::with_faults(seed, schedule.world.faults.clone());
+    let env = SimEnv::with_model(seed, schedule.world.faults.clone(), schedule.world.disk.clone());
     env.set_buggify(schedule.world.buggify);
+    env.keep_crash_images(options.keep_crash_image);
     let mut run = Run::<T> { recorder: Recorder::new(seed, options), failure: None, panicked: false, steps_run: 0 };
     let steps_total = replay.map_or(options.steps, |steps| steps.len() as u64);
     let (world, config) = (schedule.world.clone(), schedule.config.clone());
@@ -431,7 +448,7 @@ fn execute<T: Target>(
         Ok(session) => session,
         Err(violation) => {
             run.fail(0, "open", violation);
-            return outcome(run, schedule, Coverage::default());
+            return outcome(run, schedule, Coverage::default(), &env);
         }
     };
     run_steps(&mut run, &mut session, &mut schedule, replay, steps_total);
@@ -454,7 +471,7 @@ fn execute<T: Target>(
         coverage
     };
     dispose(session, run.panicked);
-    outcome(run, schedule, coverage)
+    outcome(run, schedule, coverage, &env)
 }
 
 /// Generate (or replay) and apply the steps, each under its share of the work budget ([`crate::budget`]).
@@ -527,7 +544,7 @@ fn dispose<S>(session: S, panicked: bool) {
     let _ = catch_unwind(AssertUnwindSafe(move || drop(session)));
 }
 
-fn outcome<T: Target>(run: Run<T>, schedule: ScheduleOf<T>, coverage: Coverage) -> OutcomeOf<T> {
+fn outcome<T: Target>(run: Run<T>, schedule: ScheduleOf<T>, coverage: Coverage, env: &SimEnv) -> OutcomeOf<T> {
     assert_eq!(schedule.steps.len() as u64, run.steps_run, "schedule and steps run disagree");
     Outcome {
         seed: schedule.seed,
@@ -540,6 +557,7 @@ fn outcome<T: Target>(run: Run<T>, schedule: ScheduleOf<T>, coverage: Coverage) 
         trace: run.recorder.trace,
         cpu_nanos: None,
         schedule,
+        crash_image: env.last_crash_image(),
     }
 }
 

@@ -10,7 +10,9 @@ use env::{FaultKind, RealEnv, Watched};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{ExplicitFaults, WorldConfig};
-use crate::runner::{Failure, Outcome, OutcomeOf, Progress, RunOptions, configure, publish_progress_to, run_target};
+use crate::runner::{
+    Failure, Outcome, OutcomeOf, Progress, RunOptions, configure_for, publish_progress_to, run_target,
+};
 use crate::schedule::Schedule;
 use crate::target::{Coverage, FailureKind, PROBE_COUNTER_PREFIX, SeedParallelism, Target, probe_counter};
 
@@ -284,7 +286,7 @@ pub fn stuck_failure(seed: u64, progress: &Progress, timeout: Duration) -> Failu
 /// the seed's configuration but no steps (`--seed` replays it, not the schedule).
 pub fn stuck_outcome<T: Target>(failure: Failure, options: &RunOptions) -> OutcomeOf<T> {
     let seed = failure.seed;
-    let (world, config) = configure::<T>(seed, options.profile).unwrap_or_else(|error| panic!("{error}"));
+    let (world, config) = configure_for::<T>(seed, options).unwrap_or_else(|error| panic!("{error}"));
     Outcome {
         seed,
         steps_run: failure.step,
@@ -316,7 +318,5 @@ pub fn watched_outcomes<T: Target>(
 
 /// The required counters of `seed` without running it (for a child process that aborted).
 pub fn required_for_seed<T: Target>(seed: u64, options: &RunOptions) -> Vec<String> {
-    configure::<T>(seed, options.profile)
-        .map(|(world, config)| required_coverage::<T>(&world, &config))
-        .unwrap_or_default()
+    configure_for::<T>(seed, options).map(|(world, config)| required_coverage::<T>(&world, &config)).unwrap_or_default()
 }

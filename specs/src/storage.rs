@@ -397,7 +397,8 @@ fn table_meta(number: u64, rows: &[Row]) -> TableMeta {
 /// sector boundary with the gap declared in the header (`engine::wal::next_append_start`, ADR-0067). The model's
 /// sync is issued and done in one step, so `wal_synced` is also the offset a sync was issued for.
 fn append_record(disk: &mut Disk, process: &mut Process, kind: RecordKind, payload: &[u8]) {
-    let (start, pad_bytes) = next_append_start(process.wal_end as u64, process.wal_synced as u64);
+    let (start, pad_bytes) =
+        next_append_start(process.wal_end as u64, process.wal_synced as u64, engine::wal::WAL_SECTOR_BYTES);
     let record = encode_record_padded(kind, payload, process.wal_synced as u64, pad_bytes);
     let start = usize::try_from(start).expect("a model segment is small");
     process.wal_end = start + record.len();

@@ -7,7 +7,9 @@
 //!   are pending metadata operations of their parent directory until that directory is synced.
 //! * A crash rebuilds the durable image: each pending metadata operation is kept or dropped; each pending write is
 //!   kept whole, dropped, or torn at sector granularity; each pending `set_len` is kept or dropped. The decisions
-//!   come from the caller, as pure functions of stable keys.
+//!   come from the caller, as pure functions of stable keys. That is the `posix` model; the page-cache models
+//!   (`page`, `ext4-ordered`: ADR-0109) crash each file in [`super::paged`], and `ext4-ordered` cuts one journal
+//!   of every metadata event (directory operations and size changes, in the order of their sequence numbers).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::{Deref, DerefMut};
@@ -15,14 +17,38 @@ use std::path::{Path, PathBuf};
 
 pub(crate) use super::names::Node;
 use super::names::{DirKey, Namespace, PathId, PathTable, is_root};
-use crate::SECTOR_SIZE_BYTES;
+use super::persistence::DiskModel;
 
 pub(crate) type InodeId = u64;
 
 #[derive(Clone, Debug)]
 pub(crate) enum PendingData {
-    Write { offset: u64, data: Vec<u8>, key: u64 },
-    SetLen { len: u64, key: u64 },
+    /// `seq`: the disk-wide sequence number ([`Disk::next_seq`]) that orders it against metadata operations.
+    Write {
+        offset: u64,
+        data: Vec<u8>,
+        key: u64,
+        seq: u64,
+    },
+    SetLen {
+        len: u64,
+        key: u64,
+        seq: u64,
+    },
+}
+
+impl PendingData {
+    pub(crate) fn key(&self) -> u64 {
+        match *self {
+            PendingData::Write { key, .. } | PendingData::SetLen { key, .. } => key,
+        }
+    }
+
+    pub(crate) fn seq(&self) -> u64 {
+        match *self {
+            PendingData::Write { seq, .. } | PendingData::SetLen { seq, .. } => seq,
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -52,6 +78,9 @@ pub(crate) struct Inode {
     /// Names (current and durable) and pending creates that refer to this inode: garbage once none does and no
     /// handle is open. A pending create counts: a crash may keep it, and the file must still be there.
     links: u64,
+    /// The sequence number of its create (`ext4-ordered`: a sync of a file created since the last journal commit
+    /// commits the journal).
+    created_seq: u64,
 }
 
 /// What a crash does to one pending write.
@@ -72,16 +101,27 @@ pub(crate) trait CrashDecisions {
     fn keep_set_len(&mut self, key: u64) -> bool;
     /// For a dropped sector of a torn write: `Some(fill)` turns the whole sector into garbage made from `fill`.
     fn garble_sector(&mut self, key: u64, sector: u64) -> Option<u64>;
+    /// Page-cache models: how many of the `max` operations into page `page` of a file reached the disk, at least
+    /// `min` (`key`: the key of the first of them).
+    fn page_prefix(&mut self, key: u64, page: u64, min: u64, max: u64) -> u64;
+    /// `page`: after how many of its `ops` pending operations the file's size reached the disk (`key`: the first's).
+    fn size_prefix(&mut self, key: u64, ops: u64) -> u64;
+    /// `ext4-ordered`: how many of the `events` pending journal events (cut points after the floor) committed.
+    fn journal_prefix(&mut self, events: u64) -> u64;
 }
 
 /// What a crash did, for the fault log.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct CrashEffects {
     pub(crate) meta_dropped: Vec<PathBuf>,
+    pub(crate) meta_kept: Vec<PathBuf>,
+    pub(crate) writes_kept: Vec<(InodeId, u64)>,
     pub(crate) writes_dropped: Vec<(InodeId, u64)>,
     pub(crate) writes_torn: Vec<(InodeId, u64)>,
     /// (inode, sector offset) of each sector a torn write left as garbage.
     pub(crate) sectors_garbled: Vec<(InodeId, u64)>,
+    /// `ext4-ordered`: (journal events committed, pending) at the crash.
+    pub(crate) journal: Option<(u64, u64)>,
 }
 
 /// The disk. Every per-operation cost is independent of how many files the run has created (ADR-seeds-perf):
@@ -95,7 +135,12 @@ pub(crate) struct Disk {
     /// Pending metadata operations in the order they happened (by sequence number), and each directory's.
     pending_meta: BTreeMap<u64, PendingMeta>,
     pending_by_dir: BTreeMap<DirKey, Vec<u64>>,
-    next_meta: u64,
+    /// The next disk-wide sequence number: of metadata operations (the keys of `pending_meta`) and data operations.
+    next_seq: u64,
+    /// `ext4-ordered`: every event numbered below this is committed to the journal.
+    journal_floor: u64,
+    /// The persistence model and the device's sector size (ADR-0109, ADR-0110).
+    pub(crate) model: DiskModel,
     inodes: BTreeMap<InodeId, Inode>,
     /// Inodes no name refers to (still there while a handle is open): the only garbage candidates.
     unlinked: BTreeSet<InodeId>,
@@ -168,7 +213,7 @@ impl Disk {
         assert!(self.current.is_dir(dir), "create_file without a parent directory");
         let inode = self.next_inode;
         self.next_inode += 1;
-        self.inodes.insert(inode, Inode::default());
+        self.inodes.insert(inode, Inode { created_seq: self.next_seq, ..Inode::default() });
         self.link(false, path, Node::File(inode));
         self.push_meta(dir, MetaOp::Create { path, inode }, key);
         inode
@@ -210,8 +255,19 @@ impl Disk {
         entries
     }
 
-    /// Make every pending metadata operation of `dir` durable, in order.
+    /// The next disk-wide sequence number (every pending data operation takes one).
+    pub(crate) fn next_seq(&mut self) -> u64 {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        seq
+    }
+
+    /// Make every pending metadata operation of `dir` durable, in order (`ext4-ordered`: commit the journal).
     pub(crate) fn sync_dir(&mut self, dir: &Path) {
+        if self.model.persistence.is_journaled() {
+            self.commit_journal();
+            return;
+        }
         if let Some(dir) = self.names.dir_key(dir)
             && let Some(sequence) = self.pending_by_dir.remove(&dir)
         {
@@ -223,6 +279,42 @@ impl Disk {
             }
         }
         self.collect_garbage();
+    }
+
+    /// `ext4-ordered`: a sync of file `id` commits the journal when the file changed size or was created since
+    /// the last commit (ext4's `fdatasync` waits for the transaction that last changed the inode's size or
+    /// allocation, and a commit takes every metadata change made so far). Other models: nothing.
+    pub(crate) fn file_synced(&mut self, id: InodeId) {
+        if !self.model.persistence.is_journaled() {
+            return;
+        }
+        let Some(inode) = self.inodes.get(&id) else { return };
+        let mut len = inode.durable.len() as u64;
+        let mut resized = false;
+        for op in &inode.pending {
+            let after = match *op {
+                PendingData::Write { offset, ref data, .. } => len.max(offset + data.len() as u64),
+                PendingData::SetLen { len, .. } => len,
+            };
+            resized |= after != len;
+            len = after;
+        }
+        if resized || inode.created_seq >= self.journal_floor {
+            self.commit_journal();
+        }
+    }
+
+    /// `ext4-ordered`: commit the journal: every pending metadata operation becomes durable, in order, and no
+    /// crash can undo an event numbered before now.
+    fn commit_journal(&mut self) {
+        self.pending_by_dir.clear();
+        for (_, pending) in std::mem::take(&mut self.pending_meta) {
+            self.apply_meta(&pending.op);
+            self.count_link(created(&pending.op), false);
+        }
+        self.journal_floor = self.next_seq;
+        self.collect_garbage();
+        debug_assert!(self.pending_meta.is_empty());
     }
 
     /// Are metadata operations waiting for a directory sync?
@@ -254,25 +346,53 @@ impl Disk {
     /// Apply a crash: rebuild the durable image from the decisions, and make it the current image.
     pub(crate) fn crash(&mut self, decisions: &mut dyn CrashDecisions) -> CrashEffects {
         let mut effects = CrashEffects::default();
+        let cut = self.model.persistence.is_journaled().then(|| self.journal_cut(decisions, &mut effects));
         self.pending_by_dir.clear();
-        for (_, pending) in std::mem::take(&mut self.pending_meta) {
-            if decisions.keep_meta(pending.key) {
+        for (number, pending) in std::mem::take(&mut self.pending_meta) {
+            let keep = cut.map_or_else(|| decisions.keep_meta(pending.key), |cut| number < cut);
+            let path = self.names.path(meta_path(&pending.op)).to_path_buf();
+            if keep {
                 self.apply_meta(&pending.op);
+                effects.meta_kept.push(path);
             } else {
-                effects.meta_dropped.push(self.names.path(meta_path(&pending.op)).to_path_buf());
+                effects.meta_dropped.push(path);
             }
         }
         self.prune_orphans();
+        let model = self.model.clone();
         for (&id, inode) in &mut self.inodes {
-            crash_inode(id, inode, decisions, &mut effects);
+            if model.persistence.is_paged() {
+                let journal_ops = cut.map(|cut| inode.pending.iter().take_while(|op| op.seq() < cut).count());
+                super::paged::crash_inode(id, inode, decisions, &mut effects, model.page_bytes, journal_ops);
+            } else {
+                crash_inode(id, inode, decisions, &mut effects, model.sector_bytes);
+            }
             inode.open_handles = 0;
         }
+        self.journal_floor = self.next_seq;
         self.current = self.durable.clone();
         self.recount();
         self.collect_garbage();
         debug_assert!(self.inodes.values().all(|inode| inode.pending.is_empty()));
         debug_assert!(self.current == self.durable);
         effects
+    }
+
+    /// `ext4-ordered`: the journal's cut point, a sequence number: events below it persist, the rest are lost.
+    /// Candidates: the floor (the last commit) and just after each pending event at or above it.
+    fn journal_cut(&self, decisions: &mut dyn CrashDecisions, effects: &mut CrashEffects) -> u64 {
+        let floor = self.journal_floor;
+        let data = self.inodes.values().flat_map(|inode| inode.pending.iter().map(PendingData::seq));
+        let mut events: Vec<u64> = self.pending_meta.keys().copied().chain(data).filter(|&seq| seq >= floor).collect();
+        events.sort_unstable();
+        events.dedup();
+        let committed = decisions.journal_prefix(events.len() as u64);
+        assert!(committed <= events.len() as u64, "journal prefix past its events");
+        effects.journal = Some((committed, events.len() as u64));
+        match committed {
+            0 => floor,
+            n => events[usize::try_from(n).expect("fits") - 1] + 1,
+        }
     }
 
     /// Recompute every inode's name count, the garbage candidates and the bytes in use from scratch.
@@ -294,8 +414,7 @@ impl Disk {
 
     fn push_meta(&mut self, dir: DirKey, op: MetaOp, key: u64) {
         self.count_link(created(&op), true);
-        let number = self.next_meta;
-        self.next_meta += 1;
+        let number = self.next_seq();
         self.pending_meta.insert(number, PendingMeta { dir, op, key });
         self.pending_by_dir.entry(dir).or_default().push(number);
     }
@@ -381,28 +500,38 @@ fn meta_path(op: &MetaOp) -> PathId {
     }
 }
 
-fn crash_inode(id: InodeId, inode: &mut Inode, decisions: &mut dyn CrashDecisions, effects: &mut CrashEffects) {
+/// The `posix` crash of one file (ADR-0004): every pending write kept, dropped or torn at `sector_bytes`.
+fn crash_inode(
+    id: InodeId,
+    inode: &mut Inode,
+    decisions: &mut dyn CrashDecisions,
+    effects: &mut CrashEffects,
+    sector_bytes: u64,
+) {
     let mut image = std::mem::take(&mut inode.durable);
     for op in std::mem::take(&mut inode.pending) {
         match op {
-            PendingData::Write { offset, data, key } => match decisions.write_fate(key) {
-                WriteFate::Kept => write_into(&mut image, offset, &data),
+            PendingData::Write { offset, data, key, .. } => match decisions.write_fate(key) {
+                WriteFate::Kept => {
+                    write_into(&mut image, offset, &data);
+                    effects.writes_kept.push((id, offset));
+                }
                 WriteFate::Dropped => effects.writes_dropped.push((id, offset)),
                 WriteFate::Torn => {
                     effects.writes_torn.push((id, offset));
-                    for (piece_offset, piece) in sector_pieces(offset, &data) {
-                        let sector = piece_offset / SECTOR_SIZE_BYTES;
+                    for (piece_offset, piece) in unit_pieces(offset, &data, sector_bytes) {
+                        let sector = piece_offset / sector_bytes;
                         if decisions.keep_sector(key, sector) {
                             write_into(&mut image, piece_offset, piece);
                         } else if let Some(fill) = decisions.garble_sector(key, sector) {
                             let piece_end = piece_offset + piece.len() as u64;
-                            garble_sector(&mut image, sector, piece_end, fill);
-                            effects.sectors_garbled.push((id, sector * SECTOR_SIZE_BYTES));
+                            garble_sector(&mut image, (sector, sector_bytes), piece_end, fill);
+                            effects.sectors_garbled.push((id, sector * sector_bytes));
                         }
                     }
                 }
             },
-            PendingData::SetLen { len, key } => {
+            PendingData::SetLen { len, key, .. } => {
                 if decisions.keep_set_len(key) {
                     image.resize(usize::try_from(len).expect("file length fits in memory"), 0);
                 }
@@ -415,11 +544,11 @@ fn crash_inode(id: InodeId, inode: &mut Inode, decisions: &mut dyn CrashDecision
 
 /// Fill sector `sector` of `image` with garbage from `fill`: the whole sector as far as the image reaches, and at
 /// least up to `piece_end` (the end of the write that tore there). Bytes outside the write change too.
-fn garble_sector(image: &mut Vec<u8>, sector: u64, piece_end: u64, fill: u64) {
-    let start = usize::try_from(sector * SECTOR_SIZE_BYTES).expect("offset fits in memory");
+fn garble_sector(image: &mut Vec<u8>, (sector, sector_bytes): (u64, u64), piece_end: u64, fill: u64) {
+    let start = usize::try_from(sector * sector_bytes).expect("offset fits in memory");
     let piece_end = usize::try_from(piece_end).expect("offset fits in memory");
     assert!(piece_end > start, "the torn piece lies inside its sector");
-    let sector_end = start + usize::try_from(SECTOR_SIZE_BYTES).expect("sector fits");
+    let sector_end = start + usize::try_from(sector_bytes).expect("sector fits");
     if image.len() < piece_end {
         image.resize(piece_end, 0);
     }
@@ -435,13 +564,14 @@ fn garble_sector(image: &mut Vec<u8>, sector: u64, piece_end: u64, fill: u64) {
     debug_assert!(image.len() >= piece_end);
 }
 
-/// Split a write at absolute sector boundaries: (offset, bytes) for each sector it touches.
-pub(crate) fn sector_pieces(offset: u64, data: &[u8]) -> Vec<(u64, &[u8])> {
+/// Split a write at absolute boundaries of `unit` bytes (sectors, pages): (offset, bytes) for each unit it touches.
+pub(crate) fn unit_pieces(offset: u64, data: &[u8], unit: u64) -> Vec<(u64, &[u8])> {
+    assert!(unit > 0, "a unit of zero bytes");
     let mut pieces = Vec::new();
     let mut position = 0usize;
     while position < data.len() {
         let absolute = offset + position as u64;
-        let sector_end = (absolute / SECTOR_SIZE_BYTES + 1) * SECTOR_SIZE_BYTES;
+        let sector_end = (absolute / unit + 1) * unit;
         let take = usize::try_from(sector_end - absolute).expect("sector fits").min(data.len() - position);
         pieces.push((absolute, &data[position..position + take]));
         position += take;
@@ -468,7 +598,7 @@ mod tests {
     #[test]
     fn sector_pieces_split_at_boundaries() {
         let data = vec![1u8; 1100];
-        let pieces = sector_pieces(300, &data);
+        let pieces = unit_pieces(300, &data, 512);
         let offsets: Vec<u64> = pieces.iter().map(|(offset, _)| *offset).collect();
         assert_eq!(offsets, vec![300, 512, 1024]);
         assert_eq!(pieces[0].1.len(), 212);
@@ -505,6 +635,15 @@ mod index_tests {
         }
         fn garble_sector(&mut self, _key: u64, _sector: u64) -> Option<u64> {
             None
+        }
+        fn page_prefix(&mut self, _key: u64, _page: u64, _min: u64, max: u64) -> u64 {
+            max
+        }
+        fn size_prefix(&mut self, _key: u64, ops: u64) -> u64 {
+            ops
+        }
+        fn journal_prefix(&mut self, events: u64) -> u64 {
+            events
         }
     }
 

@@ -94,9 +94,10 @@ impl Env for SimEnv {
         let empty = world.disk.inode(inode).expect("inode exists").current.is_empty();
         if options.truncate && options.write && !empty {
             let (path_hash, op_index) = world.next_operation(path_id);
+            let seq = world.disk.next_seq();
             let mut inode_state = world.disk.inode_mut(inode).expect("inode exists");
             inode_state.current.clear();
-            inode_state.pending.push(PendingData::SetLen { len: 0, key: keyed(&[path_hash, op_index]) });
+            inode_state.pending.push(PendingData::SetLen { len: 0, key: keyed(&[path_hash, op_index]), seq });
         }
         world.disk.inode_mut(inode).expect("inode exists").open_handles += 1;
         Ok(SimFile {
@@ -282,5 +283,9 @@ impl Env for SimEnv {
 
     fn is_simulated(&self) -> bool {
         true
+    }
+
+    fn sector_size_bytes(&self) -> u64 {
+        self.lock_world().disk.model.sector_bytes
     }
 }

@@ -281,6 +281,9 @@ pub(crate) mod tag {
     pub const DETAIL: u64 = 0x4445_5441;
     pub const CRASH_GARBLE: u64 = 0x4741_5242;
     pub const OFFSET_EPOCH: u64 = 0x4f46_4550;
+    pub const CRASH_PAGE: u64 = 0x5041_4745;
+    pub const CRASH_SIZE: u64 = 0x5349_5a45;
+    pub const CRASH_JOURNAL: u64 = 0x4a52_4e4c;
 }
 
 /// Does fault `kind` fire on operation `op_index` of the file whose path hashes to `path_hash`? A pure function

@@ -11,7 +11,7 @@ use super::disk::{InodeId, PendingData, write_into};
 use super::faults::{FaultKind, detail};
 use super::world::World;
 use crate::random::keyed;
-use crate::{Error, File, Op, Result, SECTOR_SIZE_BYTES};
+use crate::{Error, File, Op, Result};
 
 /// An open file of the simulated disk. Dead (every call errors) after a crash.
 pub struct SimFile {
@@ -53,11 +53,11 @@ impl SimFile {
 }
 
 /// Garble the bytes of latent sectors inside a read: a bad sector reads back as garbage, every time.
-fn garble_latent(latent: &BTreeSet<u64>, offset: u64, buf: &mut [u8]) {
+fn garble_latent(latent: &BTreeSet<u64>, offset: u64, buf: &mut [u8], sector_bytes: u64) {
     let end = offset + buf.len() as u64;
-    for &sector in latent.range(offset / SECTOR_SIZE_BYTES..=end.saturating_sub(1) / SECTOR_SIZE_BYTES) {
-        let start = (sector * SECTOR_SIZE_BYTES).max(offset);
-        let stop = ((sector + 1) * SECTOR_SIZE_BYTES).min(end);
+    for &sector in latent.range(offset / sector_bytes..=end.saturating_sub(1) / sector_bytes) {
+        let start = (sector * sector_bytes).max(offset);
+        let stop = ((sector + 1) * sector_bytes).min(end);
         for position in start..stop {
             let index = usize::try_from(position - offset).expect("index fits");
             buf[index] = !buf[index] ^ 0x5a;
@@ -88,7 +88,7 @@ impl File for SimFile {
         let count = buf.len().min(inode.current.len() - start);
         buf[..count].copy_from_slice(&inode.current[start..start + count]);
         if !inode.latent_sectors.is_empty() {
-            garble_latent(&inode.latent_sectors, offset, &mut buf[..count]);
+            garble_latent(&inode.latent_sectors, offset, &mut buf[..count], world.disk.model.sector_bytes);
         }
         if count > 0 && world.fires(FaultKind::ReadCorruption, path_hash, op_index) {
             let bit = detail(world.seed, FaultKind::ReadCorruption, path_hash, op_index) % (count as u64 * 8);
@@ -139,7 +139,7 @@ impl File for SimFile {
         let mut target = offset;
         if world.fires(FaultKind::MisdirectedWrite, path_hash, op_index) {
             let value = detail(world.seed, FaultKind::MisdirectedWrite, path_hash, op_index);
-            let shift = (1 + value % MISDIRECT_SECTORS_MAX) * SECTOR_SIZE_BYTES;
+            let shift = (1 + value % MISDIRECT_SECTORS_MAX) * world.disk.model.sector_bytes;
             target = if (value >> 32) & 1 == 0 || offset < shift { offset + shift } else { offset - shift };
             world.log_fault(FaultKind::MisdirectedWrite, &self.path, offset);
         }
@@ -147,11 +147,12 @@ impl File for SimFile {
         let key = keyed(&[path_hash, op_index]);
         let latent = world.fires(FaultKind::LatentSector, path_hash, op_index);
         let seed = world.seed;
+        let (seq, sector_bytes) = (world.disk.next_seq(), world.disk.model.sector_bytes);
         let mut inode = world.disk.inode_mut(self.inode).expect("open inode exists");
         write_into(&mut inode.current, target, written);
-        inode.pending.push(PendingData::Write { offset: target, data: written.to_vec(), key });
-        let first_sector = target / SECTOR_SIZE_BYTES;
-        let last_sector = (target + count as u64 - 1) / SECTOR_SIZE_BYTES;
+        inode.pending.push(PendingData::Write { offset: target, data: written.to_vec(), key, seq });
+        let first_sector = target / sector_bytes;
+        let last_sector = (target + count as u64 - 1) / sector_bytes;
         let rewritten: Vec<u64> = inode.latent_sectors.range(first_sector..=last_sector).copied().collect();
         for sector in rewritten {
             inode.latent_sectors.remove(&sector);
@@ -161,7 +162,7 @@ impl File for SimFile {
             let sector = first_sector + detail(seed, FaultKind::LatentSector, path_hash, op_index) % span;
             inode.latent_sectors.insert(sector);
             drop(inode);
-            world.log_fault(FaultKind::LatentSector, &self.path, sector * SECTOR_SIZE_BYTES);
+            world.log_fault(FaultKind::LatentSector, &self.path, sector * sector_bytes);
         }
         Ok(count)
     }
@@ -181,6 +182,7 @@ impl File for SimFile {
             inode.pending.clear();
             return Err(self.io_error(Op::Sync, "fsync error"));
         }
+        world.disk.file_synced(self.inode);
         let mut inode = world.disk.inode_mut(self.inode).expect("open inode exists");
         let mut last_write: Option<(usize, usize)> = None;
         for op in std::mem::take(&mut inode.pending) {
@@ -226,9 +228,10 @@ impl File for SimFile {
             path: self.path.clone(),
             message: format!("length {len_bytes} does not fit in memory"),
         })?;
+        let seq = world.disk.next_seq();
         let mut inode = world.disk.inode_mut(self.inode).expect("open inode exists");
         inode.current.resize(len, 0);
-        inode.pending.push(PendingData::SetLen { len: len_bytes, key: keyed(&[path_hash, op_index]) });
+        inode.pending.push(PendingData::SetLen { len: len_bytes, key: keyed(&[path_hash, op_index]), seq });
         Ok(())
     }
 

@@ -18,6 +18,8 @@ mod faults;
 mod file;
 mod names;
 mod operator;
+mod paged;
+mod persistence;
 mod scheduler;
 pub(crate) mod threads;
 mod world;
@@ -33,6 +35,9 @@ use self::disk::Node;
 pub use self::env_impl::SimLock;
 pub use self::faults::{ExplicitFault, FaultConfig, FaultKeying, FaultKind, FaultRecord};
 pub use self::file::SimFile;
+pub use self::persistence::{
+    CrashImage, DiskModel, PAGE_BYTES_DEFAULT, PAGE_BYTES_MAX, Persistence, SECTOR_BYTES_CHOICES,
+};
 use self::world::World;
 use crate::Op;
 use crate::random::StableHasher;
@@ -76,8 +81,32 @@ impl SimEnv {
 
     /// A new world for `seed` with the given fault probabilities.
     pub fn with_faults(seed: u64, config: FaultConfig) -> Self {
-        let world = World::new(seed, config);
+        Self::with_model(seed, config, DiskModel::default())
+    }
+
+    /// A new world for `seed` with the given fault probabilities, persistence model and sector size (ADR-0109).
+    ///
+    /// Panics on a model that fails [`DiskModel::validate`] (the caller checks input first).
+    pub fn with_model(seed: u64, config: FaultConfig, model: DiskModel) -> Self {
+        model.validate().unwrap_or_else(|error| panic!("SimEnv::with_model: {error}"));
+        let mut world = World::new(seed, config);
+        world.disk.model = model;
         Self { world: Arc::new(Mutex::new(world)) }
+    }
+
+    /// Keep a [`CrashImage`] of the disk after each crash (the last one only), for `--export-image`.
+    pub fn keep_crash_images(&self, keep: bool) {
+        self.lock_world().keep_crash_image = keep;
+    }
+
+    /// The image the last crash left, when [`SimEnv::keep_crash_images`] is on.
+    pub fn last_crash_image(&self) -> Option<CrashImage> {
+        self.lock_world().last_crash_image.clone()
+    }
+
+    /// The persistence model and sector size of this world.
+    pub fn disk_model(&self) -> DiskModel {
+        self.lock_world().disk.model.clone()
     }
 
     fn lock_world(&self) -> MutexGuard<'_, World> {

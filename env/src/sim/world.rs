@@ -6,9 +6,10 @@ use std::sync::Arc;
 use std::thread::ThreadId;
 
 use super::FAULT_LOG_MAX;
-use super::disk::{CrashDecisions, Disk, InodeId, Node, WriteFate};
+use super::disk::{CrashDecisions, CrashEffects, Disk, InodeId, Node, WriteFate};
 use super::faults::{FaultConfig, FaultKeying, FaultKind, FaultRecord, detail, fires, tag};
 use super::names::PathId;
+use super::persistence::CrashImage;
 use super::scheduler::TaskSlot;
 use super::threads::{Sched, index_in};
 use crate::random::{DeterministicRng, chance_ppm, hash_bytes, keyed};
@@ -67,6 +68,9 @@ pub(super) struct World {
     pub(super) probe_hits: BTreeMap<&'static str, u64>,
     /// The world's threads ([`super::threads`]), once its first thread was spawned.
     pub(super) threads: Option<Arc<Sched>>,
+    /// Keep the image each crash leaves (`--export-image`), and the last one kept.
+    pub(super) keep_crash_image: bool,
+    pub(super) last_crash_image: Option<CrashImage>,
 }
 
 /// Keyed crash decisions: pure functions of (seed, crash number, the operation's stable key).
@@ -105,6 +109,29 @@ impl CrashDecisions for KeyedCrash<'_> {
         let value = keyed(&[self.seed, tag::CRASH_GARBLE, self.crash, key, sector]);
         chance_ppm(self.config.crash_torn_garbage_ppm, value).then(|| keyed(&[value, tag::DETAIL]))
     }
+
+    /// All of the page's operations with the chance a write is kept whole, else uniform over `min..=max`.
+    fn page_prefix(&mut self, key: u64, page: u64, min: u64, max: u64) -> u64 {
+        let value = keyed(&[self.seed, tag::CRASH_PAGE, self.crash, key, page]);
+        prefix(self.config.crash_write_kept_ppm, value, min, max)
+    }
+
+    fn size_prefix(&mut self, key: u64, ops: u64) -> u64 {
+        let value = keyed(&[self.seed, tag::CRASH_SIZE, self.crash, key]);
+        prefix(self.config.crash_write_kept_ppm, value, 0, ops)
+    }
+
+    /// Every event with the chance a metadata operation is kept, else uniform over `0..=events`.
+    fn journal_prefix(&mut self, events: u64) -> u64 {
+        let value = keyed(&[self.seed, tag::CRASH_JOURNAL, self.crash]);
+        prefix(self.config.crash_metadata_kept_ppm, value, 0, events)
+    }
+}
+
+/// `max` with chance `all_ppm`, else uniform over `min..=max`, from one keyed value.
+fn prefix(all_ppm: u32, value: u64, min: u64, max: u64) -> u64 {
+    assert!(min <= max, "an empty prefix range");
+    if chance_ppm(all_ppm, value) { max } else { min + keyed(&[value, tag::DETAIL]) % (max - min + 1) }
 }
 
 impl World {
@@ -142,6 +169,8 @@ impl World {
             buggify_fired: BTreeMap::new(),
             probe_hits: BTreeMap::new(),
             threads: None,
+            keep_crash_image: false,
+            last_crash_image: None,
         }
     }
 
@@ -197,6 +226,9 @@ impl World {
         let config = self.config.clone();
         let mut decisions = KeyedCrash { seed: self.seed, crash: self.crash_count, config: &config };
         let effects = self.disk.crash(&mut decisions);
+        if self.keep_crash_image {
+            self.last_crash_image = Some(self.crash_image(&effects, &names));
+        }
         for path in &effects.meta_dropped {
             self.log_fault(FaultKind::CrashDroppedMetadata, path, 0);
         }
@@ -218,6 +250,35 @@ impl World {
         self.cancelled.extend(cancelled.into_values().filter_map(|slot| slot.task));
         self.locks.clear();
         assert!(!self.disk.has_pending_meta(), "crash left pending metadata");
+    }
+
+    /// The disk as the crash just applied left it, and what it did, for `--export-image`.
+    fn crash_image(&self, effects: &CrashEffects, names: &BTreeMap<InodeId, PathId>) -> CrashImage {
+        let disk = &self.disk;
+        let path_of = |list: &[(InodeId, u64)]| -> Vec<(PathBuf, u64)> {
+            let named = |inode: &InodeId| {
+                names.get(inode).map_or_else(|| PathBuf::from("<unnamed>"), |&id| disk.names.path(id).into())
+            };
+            list.iter().map(|(inode, offset)| (named(inode), *offset)).collect()
+        };
+        let mut image = CrashImage { crash: self.crash_count, model: disk.model.clone(), ..CrashImage::default() };
+        for (path, node) in disk.sorted(&disk.durable) {
+            let path = disk.names.path(path).to_path_buf();
+            match node {
+                Node::Dir => image.dirs.push(path),
+                Node::File(id) => {
+                    image.files.push((path, disk.inode(id).map(|inode| inode.durable.clone()).unwrap_or_default()))
+                }
+            }
+        }
+        image.writes_kept = path_of(&effects.writes_kept);
+        image.writes_dropped = path_of(&effects.writes_dropped);
+        image.writes_torn = path_of(&effects.writes_torn);
+        image.sectors_garbled = path_of(&effects.sectors_garbled);
+        image.meta_kept.clone_from(&effects.meta_kept);
+        image.meta_dropped.clone_from(&effects.meta_dropped);
+        image.journal = effects.journal;
+        image
     }
 
     /// The interned id of `path`, with its fault-keying state (whose path hash is of the spelling first keyed).

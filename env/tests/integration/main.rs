@@ -7,6 +7,7 @@ mod fs_crash;
 mod fs_facade;
 mod fs_std_oracle;
 mod model;
+mod persistence;
 mod probes;
 mod properties;
 mod real_env;

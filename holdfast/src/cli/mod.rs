@@ -15,6 +15,7 @@
 //! code (0 pass, 1 failure, 2 bad input). `--shrink` (and `--save`) follow any mode that found a failure.
 
 mod bench;
+mod export;
 mod modes;
 mod save;
 mod swarm;
@@ -201,6 +202,27 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub dot: Option<PathBuf>,
 
+    /// The persistence model of the simulated disk (ADR-0109): what a crash may leave of unsynced state.
+    /// `posix` (the default: every unsynced write and every sector of it has its own fate, the most adversarial
+    /// reading of POSIX), `page` (a page cache: each dirty page holds a prefix of the writes into it; pages, files
+    /// and directory entries are otherwise independent), `ext4-ordered` (`page`, plus ext4 data=ordered:
+    /// metadata persists as a prefix of one journal that every sync commits, and a size never exposes unwritten
+    /// blocks). Applies to generated runs (`--seed`, `--seeds`); a replay uses the model its schedule stores.
+    #[arg(long, value_name = "MODEL", value_parser = ["posix", "page", "ext4-ordered"])]
+    pub persistence: Option<String>,
+
+    /// The simulated device's sector in bytes (ADR-0110): 512 (the default) or 4096. `posix` tears writes at
+    /// it, and `Env::sector_size_bytes` reports it (the engine's WAL pads records to it).
+    #[arg(long, value_name = "BYTES", value_parser = ["512", "4096"])]
+    pub sector_size: Option<String>,
+
+    /// With --seed or --replay (a schedule or seed file): write the disk as recovery saw it after the run's last
+    /// crash (for a failing run, the crash whose recovery failed or preceded the failure) as ordinary files under
+    /// DIR/disk/, and DIR/CRASH.txt: seed, target, model, the failure, and which pending writes the crash kept,
+    /// dropped or tore and which directory operations it kept or dropped (ADR-0111).
+    #[arg(long, value_name = "DIR")]
+    pub export_image: Option<PathBuf>,
+
     /// Turn this planted bug on for every run, replay and shrink. Only for targets built with canaries.
     #[arg(long, value_name = "NAME")]
     pub canary: Option<String>,
@@ -257,8 +279,20 @@ impl Args {
             record_trace: self.trace.is_some(),
             canary: self.canary.clone(),
             profile: self.profile(),
+            disk: self.disk_model(),
+            keep_crash_image: self.export_image.is_some(),
             ..RunOptions::default()
         }
+    }
+
+    /// The disk model asked for (`--persistence`, `--sector-size`; `posix` and 512 bytes by default).
+    pub fn disk_model(&self) -> env::DiskModel {
+        let persistence = self.persistence.as_deref().map_or(env::Persistence::Posix, |name| {
+            env::Persistence::parse(name).expect("clap allows only known model names")
+        });
+        let sector_bytes =
+            self.sector_size.as_deref().map_or(512, |bytes| bytes.parse().expect("clap allows 512, 4096"));
+        env::DiskModel { persistence, sector_bytes, ..env::DiskModel::default() }
     }
 }
 
@@ -498,6 +532,9 @@ fn check_flags(cli: &Cli, args: &Args, entry: &Entry) -> Result<(), String> {
     if args.shrink && args.json {
         return Err("--shrink prints a human report; it cannot be combined with --json".into());
     }
+    if args.export_image.is_some() && (args.seeds.is_some() || args.bench || args.check_determinism) {
+        return Err("--export-image exports one run: use it with --seed or --replay".into());
+    }
     if args.shrink_budget == 0 {
         return Err("--shrink-budget must be at least 1".into());
     }
@@ -583,6 +620,12 @@ impl Context<'_> {
         }
         if let Some(canary) = &self.args.canary {
             flags.push_str(&format!("--canary {canary} "));
+        }
+        if let Some(model) = &self.args.persistence {
+            flags.push_str(&format!("--persistence {model} "));
+        }
+        if let Some(bytes) = &self.args.sector_size {
+            flags.push_str(&format!("--sector-size {bytes} "));
         }
         flags
     }

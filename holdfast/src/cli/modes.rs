@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use super::{Context, EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS, bad_input, read_file, write_file};
-use crate::runner::{Outcome, OutcomeOf, RunOptions, check_determinism, configure, run_schedule, run_target};
+use crate::runner::{Outcome, OutcomeOf, RunOptions, check_determinism, configure_for, run_schedule, run_target};
 use crate::schedule::{ScheduleOf, parse_schedule, parse_schedule_value};
 use crate::target::Target;
 
@@ -68,6 +68,27 @@ fn write_outputs<T: Target>(context: &Context<'_>, outcome: &OutcomeOf<T>) -> bo
     true
 }
 
+/// After a failure: the persistence models it reproduces on (ADR-0112), as the line to print.
+fn models_line<T: Target>(outcome: &OutcomeOf<T>, options: &RunOptions) -> Option<String> {
+    let failure = outcome.failure.as_ref()?;
+    Some(crate::models::models_reproducing::<T>(&outcome.schedule, &failure.signature(), options).line())
+}
+
+/// With `--export-image DIR`, write the run's last crash image. False (after printing why) on an error.
+fn write_image<C, O>(context: &Context<'_>, outcome: &Outcome<C, O>) -> bool {
+    let Some(dir) = &context.args.export_image else { return true };
+    match super::export::export_image(dir, outcome) {
+        Ok(message) => {
+            println!("export-image: {message}");
+            true
+        }
+        Err(error) => {
+            eprintln!("error: {error}");
+            false
+        }
+    }
+}
+
 /// With `--dot FILE`, write the target's rendering of the failure.
 fn write_dot<T: Target>(failure: &crate::Failure, dot: Option<&Path>) {
     let Some(path) = dot else { return };
@@ -82,8 +103,14 @@ fn write_dot<T: Target>(failure: &crate::Failure, dot: Option<&Path>) {
     }
 }
 
-/// Print a run's result; returns its exit code.
-pub(super) fn report_run<T: Target, C, O>(outcome: &Outcome<C, O>, replay_command: &str, dot: Option<&Path>) -> u8 {
+/// Print a run's result (with `models`, the line naming the persistence models a failure reproduces on, before
+/// the digest, which stays the last line); returns its exit code.
+pub(super) fn report_run<T: Target, C, O>(
+    outcome: &Outcome<C, O>,
+    replay_command: &str,
+    dot: Option<&Path>,
+    models: Option<&str>,
+) -> u8 {
     println!("steps: {} (work steps {})", outcome.steps_run, outcome.work_steps);
     let counters: Vec<String> =
         outcome.coverage.counters.iter().map(|(name, count)| format!("{name}={count}")).collect();
@@ -98,6 +125,9 @@ pub(super) fn report_run<T: Target, C, O>(outcome: &Outcome<C, O>, replay_comman
             println!("replay: {replay_command}");
             write_dot::<T>(failure, dot);
             println!("first failure: seed={} step={} invariant={}", failure.seed, failure.step, failure.invariant);
+            if let Some(line) = models {
+                println!("{line}");
+            }
             EXIT_FAIL
         }
     };
@@ -108,7 +138,7 @@ pub(super) fn report_run<T: Target, C, O>(outcome: &Outcome<C, O>, replay_comman
 fn single_mode<T: Target>(context: &Context<'_>, seed: u64) -> u8 {
     let args = context.args;
     let options = args.run_options();
-    let (world, config) = match configure::<T>(seed, options.profile) {
+    let (world, config) = match configure_for::<T>(seed, &options) {
         Ok(configured) => configured,
         Err(error) => return bad_input(&error),
     };
@@ -122,12 +152,15 @@ fn single_mode<T: Target>(context: &Context<'_>, seed: u64) -> u8 {
             .flatten()
             .expect("one seed, run or stuck"),
     };
-    if !write_outputs::<T>(context, &outcome) {
+    if !write_outputs::<T>(context, &outcome) || !write_image(context, &outcome) {
         return EXIT_BAD_INPUT;
     }
     let command = super::swarm::replay_command(context, seed);
-    let code = report_run::<T, _, _>(&outcome, &command, args.dot.as_deref());
     let stuck = outcome.failure.as_ref().is_some_and(|failure| failure.invariant == crate::swarm::STUCK_INVARIANT);
+    // After --shrink the minimal schedule is labelled instead (save.rs); a stuck seed is not replayed under the
+    // other models (each replay could get stuck the same way).
+    let models = if args.shrink || stuck { None } else { models_line::<T>(&outcome, &options) };
+    let code = report_run::<T, _, _>(&outcome, &command, args.dot.as_deref(), models.as_deref());
     if args.shrink && stuck {
         println!("shrink: a stuck seed never finished, so it has no schedule to shrink");
         return code;
@@ -170,10 +203,15 @@ fn replay_mode<T: Target>(context: &Context<'_>) -> u8 {
     let args = context.args;
     let path = args.replay.as_deref().expect("replay mode has a file");
     let loaded = read_file(path).and_then(|text| load_replay::<T>(path, &text));
-    let (schedule, seed_file) = match loaded {
+    let (mut schedule, seed_file) = match loaded {
         Ok(loaded) => loaded,
         Err(error) => return bad_input(&error),
     };
+    if args.persistence.is_some() || args.sector_size.is_some() {
+        // Replay (and shrink) under another model: the schedule's own is replaced (ADR-0112).
+        schedule.world.disk = args.disk_model();
+        println!("disk model replaced: {}", schedule.world.disk);
+    }
     let mut options = args.run_options();
     if let Some(seed) = &seed_file {
         if let Some(name) = &seed.canary {
@@ -195,11 +233,13 @@ fn replay_mode<T: Target>(context: &Context<'_>) -> u8 {
     println!("replay: {} seed: {} steps: {}", path.display(), schedule.seed, schedule.steps.len());
     println!("{}", describe::<T>(&schedule));
     let outcome = run_schedule::<T>(&schedule, &options);
-    if !write_outputs::<T>(context, &outcome) {
+    if !write_outputs::<T>(context, &outcome) || !write_image(context, &outcome) {
         return EXIT_BAD_INPUT;
     }
     let command = format!("{} {}--replay {}", context.command(), context.selection(), path.display());
-    let code = report_run::<T, _, _>(&outcome, &command, args.dot.as_deref());
+    // After --shrink the minimal schedule is labelled instead (save.rs).
+    let models = if args.shrink { None } else { models_line::<T>(&outcome, &options) };
+    let code = report_run::<T, _, _>(&outcome, &command, args.dot.as_deref(), models.as_deref());
     if args.shrink && !outcome.passed() {
         return super::save::shrink_and_report::<T>(context, &outcome.schedule, &options);
     }

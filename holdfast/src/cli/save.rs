@@ -49,13 +49,21 @@ pub(super) fn shrink_and_report<T: Target>(
     let fixpoint = if shrunk.reached_fixpoint { "fixpoint reached (1-minimal)" } else { "budget exhausted" };
     println!("reruns: {} ({fixpoint}), wall time: {:.2} s", shrunk.reruns, wall.as_secs_f64());
     let mut code = EXIT_FAIL;
+    let models = shrunk
+        .validation
+        .failure
+        .as_ref()
+        .map(|failure| crate::models::models_reproducing::<T>(&shrunk.schedule, &failure.signature(), options));
     if let Some(name) = &args.save
-        && let Err(error) = save_seed::<T>(context, name, &shrunk)
+        && let Err(error) = save_seed::<T>(context, name, &shrunk, models.as_ref())
     {
         eprintln!("error: --save: {error}");
         code = EXIT_BAD_INPUT;
     }
     println!("confirmed by a fresh replay:");
+    if let Some(report) = &models {
+        println!("{}", report.line());
+    }
     let validation = &shrunk.validation;
     if let Some(failure) = &validation.failure {
         print!("{}", failure.report());
@@ -71,7 +79,12 @@ fn seeds_dir<T: Target>(context: &Context<'_>) -> PathBuf {
     if T::SEEDS_SUBDIR.is_empty() { root } else { root.join(T::SEEDS_SUBDIR) }
 }
 
-fn save_seed<T: Target>(context: &Context<'_>, name: &str, shrunk: &Shrunk<T>) -> Result<(), String> {
+fn save_seed<T: Target>(
+    context: &Context<'_>,
+    name: &str,
+    shrunk: &Shrunk<T>,
+    models: Option<&crate::models::ModelReport>,
+) -> Result<(), String> {
     let args = context.args;
     let adr = args.adr.clone().ok_or("--save needs --adr ADR-XXXX")?;
     let canary = args.canary.as_deref();
@@ -84,6 +97,7 @@ fn save_seed<T: Target>(context: &Context<'_>, name: &str, shrunk: &Shrunk<T>) -
         format!("{} found by seed {}, shrunk to {} steps", shrunk.signature, shrunk.schedule.seed, shrunk.steps_after)
     });
     let digest = matches!(expect, corpus::Expectation::Fail(_)).then(|| shrunk.validation.digest_hex());
+    let (reproduces_on, not_on) = models.map(crate::models::ModelReport::names).unwrap_or_default();
     let seed = corpus::SeedFile {
         format_version: corpus::FORMAT_VERSION,
         name: name.to_string(),
@@ -97,6 +111,8 @@ fn save_seed<T: Target>(context: &Context<'_>, name: &str, shrunk: &Shrunk<T>) -
         // A seed that expects to fail pins this very run; one that expects `pass` will run differently once the
         // bug is fixed, so it records no digest (replay it after the fix and add the printed one to pin it).
         digest,
+        reproduces_on,
+        not_on,
         schedule: serde_json::to_value(&shrunk.schedule).map_err(|error| error.to_string())?,
     };
     let text = seed.to_json();

@@ -215,6 +215,7 @@ fn toy_world() -> WorldConfig {
         explicit: ExplicitFaults::None,
         crash_at_io_k_max: 6,
         recovery_crash_k_max: 2,
+        disk: env::DiskModel::default(),
     }
 }
 
@@ -299,4 +300,45 @@ fn probe_hits_are_coverage_not_digest() {
     let replayed = holdfast::run_schedule::<Toy<true>>(&outcome.schedule, &RunOptions::default());
     assert_eq!(replayed.digest, outcome.digest);
     assert_eq!(replayed.coverage, outcome.coverage, "probe counts are deterministic per seed");
+}
+
+/// The disk model (ADR-0109) is part of a schedule only when it is not the default, replays from it, and the safe
+/// toy passes under every model.
+#[test]
+fn the_disk_model_is_stored_in_schedules_only_when_not_posix() {
+    use holdfast::env::{DiskModel, Persistence};
+    assert!(!run::<true>(1).schedule.to_json().contains("persistence"), "a posix schedule is as before");
+    for persistence in Persistence::ALL {
+        for seed in 0..6 {
+            let world = WorldConfig { disk: DiskModel::with_persistence(persistence), ..toy_world() };
+            let outcome =
+                holdfast::run_configured::<Toy<true>>(seed, world, ToyConfig { keys: 4 }, &RunOptions::with_steps(300));
+            assert!(outcome.passed(), "{persistence} seed {seed}: {:?}", outcome.failure);
+            let json = outcome.schedule.to_json();
+            assert_eq!(json.contains(&format!("\"{persistence}\"")), persistence != Persistence::Posix);
+            let schedule = holdfast::parse_schedule::<Toy<true>>(&json).expect("round trip");
+            assert_eq!(schedule.world.disk.persistence, persistence);
+            assert_eq!(holdfast::run_schedule::<Toy<true>>(&schedule, &RunOptions::default()).digest, outcome.digest);
+        }
+    }
+}
+
+/// A failure names the models it reproduces on (ADR-0112), and a run asked to keep its crash image (ADR-0111) has
+/// the same digest and the image of its last crash.
+#[test]
+fn a_failure_names_its_models_and_keeps_its_crash_image_on_request() {
+    let failing = (0..50).map(run::<false>).find(|outcome| !outcome.passed()).expect("the buggy toy fails");
+    let failure = failing.failure.clone().expect("failed");
+    let options = RunOptions::default();
+    let report = holdfast::models::models_reproducing::<Toy<false>>(&failing.schedule, &failure.signature(), &options);
+    assert_eq!(report.reproduces_on.first(), Some(&holdfast::env::Persistence::Posix), "{}", report.line());
+    assert_eq!(report.reproduces_on.len() + report.not_on.len(), 3);
+    assert!(report.line().starts_with("reproduces on: posix"), "{}", report.line());
+    assert!(failing.crash_image.is_none(), "kept only on request");
+    let kept =
+        holdfast::run_schedule::<Toy<false>>(&failing.schedule, &RunOptions { keep_crash_image: true, ..options });
+    assert_eq!((kept.digest, kept.failure.clone()), (failing.digest, failing.failure.clone()));
+    let image = kept.crash_image.expect("the failing run crashed");
+    assert!(image.dirs.iter().any(|dir| dir.as_os_str() == TOY_DIR), "{:?}", image.dirs);
+    assert_eq!(image.model, holdfast::env::DiskModel::default());
 }

@@ -129,6 +129,10 @@ pub fn pin_findings(result: &mut CellResult, dir: &std::path::Path) -> Result<()
             outcome.seed,
             shrunk.steps_after
         );
+        // Which persistence models the shrunk finding reproduces on (ADR-0112).
+        let models =
+            holdfast::models::models_reproducing::<SqliteTarget>(&shrunk.schedule, &shrunk.signature, &options);
+        let (reproduces_on, not_on) = models.names();
         let seed = corpus::SeedFile {
             format_version: corpus::FORMAT_VERSION,
             name: name.clone(),
@@ -140,6 +144,8 @@ pub fn pin_findings(result: &mut CellResult, dir: &std::path::Path) -> Result<()
             adr: MATRIX_ADR.to_string(),
             description,
             digest: Some(shrunk.validation.digest_hex()),
+            reproduces_on,
+            not_on,
             schedule: serde_json::to_value(&shrunk.schedule).map_err(|error| error.to_string())?,
         };
         let text = seed.to_json();

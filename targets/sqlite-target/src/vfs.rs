@@ -476,8 +476,10 @@ unsafe extern "C" fn x_file_control(_file: *mut ffi::sqlite3_file, _op: c_int, _
     ffi::SQLITE_NOTFOUND
 }
 
-unsafe extern "C" fn x_sector_size(_file: *mut ffi::sqlite3_file) -> c_int {
-    SECTOR_SIZE_BYTES
+unsafe extern "C" fn x_sector_size(file: *mut ffi::sqlite3_file) -> c_int {
+    // SAFETY: an open HoldfastFile.
+    let Some(state) = (unsafe { state(file) }) else { return SECTOR_SIZE_BYTES };
+    state.world.sector_size_bytes()
 }
 
 unsafe extern "C" fn x_device_characteristics(file: *mut ffi::sqlite3_file) -> c_int {

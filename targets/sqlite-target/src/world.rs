@@ -16,7 +16,8 @@ use std::time::Duration;
 use holdfast::Coverage;
 use holdfast::env::{self, Env, OpenOptions};
 
-/// The sector size the VFS reports (`xSectorSize`): the simulated disk tears writes at this granularity.
+/// The sector size the VFS reports (`xSectorSize`) when the environment's is out of range: the simulated disk's
+/// default. Otherwise it reports `Env::sector_size_bytes` (ADR-0110), the granularity the disk tears writes at.
 pub const SECTOR_SIZE_BYTES: i32 = env::SECTOR_SIZE_BYTES as i32;
 /// Where SQLite's temporary files (no name given to `xOpen`) live on the simulated disk.
 pub const TEMP_DIR: &str = "/sqlite-tmp";
@@ -30,6 +31,7 @@ pub trait DynEnv {
     fn now(&self) -> Duration;
     fn sleep(&self, duration: Duration);
     fn random_u64(&self) -> u64;
+    fn sector_size_bytes(&self) -> u64;
 }
 
 impl<E: Env> DynEnv for E {
@@ -53,6 +55,9 @@ impl<E: Env> DynEnv for E {
     }
     fn random_u64(&self) -> u64 {
         Env::random_u64(self)
+    }
+    fn sector_size_bytes(&self) -> u64 {
+        Env::sector_size_bytes(self)
     }
 }
 
@@ -80,6 +85,11 @@ impl std::fmt::Debug for VfsWorld {
 }
 
 impl VfsWorld {
+    /// The device's sector, for `xSectorSize` (ADR-0110).
+    pub fn sector_size_bytes(&self) -> i32 {
+        i32::try_from(self.env.sector_size_bytes()).unwrap_or(SECTOR_SIZE_BYTES)
+    }
+
     /// A world over `env`.
     pub fn new(env: impl Env, powersafe_overwrite: bool) -> Rc<Self> {
         Rc::new(Self {

@@ -1,0 +1,163 @@
+//! The page-cache crash of one file (ADR-0109), for the `page` and `ext4-ordered` models.
+//!
+//! A file's pending operations `1..=n` define snapshots `S_0` (its durable bytes) to `S_n` (what reads see). A
+//! crash keeps, for each page an operation touched, that page of some snapshot `S_k` — the page holds every
+//! operation into it up to some point and none after (a page cache writes back whole pages) — and, as the file's
+//! size, the size of some snapshot `S_j`. Under `page` each page and the size choose alone; under
+//! `ext4-ordered` the journal fixes `j` (the operations before its cut) and every page in the part of the file
+//! that `S_j`'s size newly exposes holds at least the operations before the cut (`data=ordered`: data of newly
+//! allocated blocks is written before the metadata that exposes it commits).
+
+use std::collections::BTreeMap;
+use std::ops::RangeInclusive;
+
+use super::disk::{CrashDecisions, CrashEffects, Inode, InodeId, PendingData, unit_pieces, write_into};
+
+/// What one file's pending operations do to its pages.
+struct Touches {
+    /// The size after each prefix of the operations (`lens[0]`: durable).
+    lens: Vec<u64>,
+    /// Pages each operation (by position) changes: a write's own, a shrink's from its new end to the furthest
+    /// byte any snapshot before it had.
+    ranges: Vec<Option<RangeInclusive<u64>>>,
+    /// For each touched page, the operations (1-based) that change it, in order.
+    by_page: BTreeMap<u64, Vec<usize>>,
+}
+
+fn touches(durable_len: u64, ops: &[PendingData], page_bytes: u64) -> Touches {
+    let mut lens = vec![durable_len];
+    let mut ranges = Vec::with_capacity(ops.len());
+    let mut by_page: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
+    let (mut len, mut extent) = (durable_len, durable_len);
+    for (position, op) in ops.iter().enumerate() {
+        let range = match *op {
+            PendingData::Write { offset, ref data, .. } => {
+                let end = offset + data.len() as u64;
+                len = len.max(end);
+                (!data.is_empty()).then(|| offset / page_bytes..=(end - 1) / page_bytes)
+            }
+            PendingData::SetLen { len: new_len, .. } => {
+                let shrinks = new_len < extent;
+                let range = shrinks.then(|| new_len / page_bytes..=(extent - 1) / page_bytes);
+                len = new_len;
+                range
+            }
+        };
+        extent = extent.max(len);
+        for page in range.clone().into_iter().flatten() {
+            by_page.entry(page).or_default().push(position + 1);
+        }
+        ranges.push(range);
+        lens.push(len);
+    }
+    debug_assert_eq!((lens.len(), ranges.len()), (ops.len() + 1, ops.len()));
+    Touches { lens, ranges, by_page }
+}
+
+/// `ext4-ordered`: the pages the size after `journal_ops` operations exposes beyond the smallest size any
+/// snapshot up to it had (newly allocated blocks).
+fn exposed_pages(lens: &[u64], journal_ops: usize, page_bytes: u64) -> Option<RangeInclusive<u64>> {
+    let low = lens[..=journal_ops].iter().copied().min().expect("at least the durable size");
+    let high = lens[journal_ops];
+    (high > low).then(|| low / page_bytes..=(high - 1) / page_bytes)
+}
+
+/// For each touched page, the last operation (1-based) it holds; 0: none (its durable bytes).
+fn choose_pages(
+    touched: &Touches,
+    ops: &[PendingData],
+    journal_ops: Option<usize>,
+    page_bytes: u64,
+    decisions: &mut dyn CrashDecisions,
+) -> BTreeMap<u64, usize> {
+    let exposed = journal_ops.and_then(|ops| exposed_pages(&touched.lens, ops, page_bytes));
+    let mut limits = BTreeMap::new();
+    for (&page, list) in &touched.by_page {
+        let forced = match (&exposed, journal_ops) {
+            (Some(range), Some(cut)) if range.contains(&page) => list.iter().filter(|&&op| op <= cut).count(),
+            _ => 0,
+        };
+        let key = ops[list[0] - 1].key();
+        let kept = decisions.page_prefix(key, page, forced as u64, list.len() as u64);
+        assert!((forced as u64..=list.len() as u64).contains(&kept), "page prefix out of range");
+        let kept = usize::try_from(kept).expect("fits");
+        limits.insert(page, if kept == 0 { 0 } else { list[kept - 1] });
+    }
+    limits
+}
+
+/// Apply to `image` each operation to the pages whose chosen snapshot includes it.
+fn apply(image: &mut Vec<u8>, ops: &[PendingData], touched: &Touches, limits: &BTreeMap<u64, usize>, page_bytes: u64) {
+    let holds = |page: u64, op: usize| limits.get(&page).is_some_and(|&limit| op <= limit);
+    for (position, op) in ops.iter().enumerate() {
+        let number = position + 1;
+        match *op {
+            PendingData::Write { offset, ref data, .. } => {
+                for (piece_offset, piece) in unit_pieces(offset, data, page_bytes) {
+                    if holds(piece_offset / page_bytes, number) {
+                        write_into(image, piece_offset, piece);
+                    }
+                }
+            }
+            PendingData::SetLen { len, .. } => {
+                for page in touched.ranges[position].clone().into_iter().flatten() {
+                    let start = (page * page_bytes).max(len);
+                    let end = ((page + 1) * page_bytes).min(image.len() as u64);
+                    if start < end && holds(page, number) {
+                        let range = usize::try_from(start).expect("fits")..usize::try_from(end).expect("fits");
+                        image[range].fill(0);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The page-cache crash of one file: see the module docs. `journal_ops`: under `ext4-ordered`, how many of its
+/// pending operations precede the journal's cut (its size is theirs); `None` under `page` (the size chooses).
+pub(super) fn crash_inode(
+    id: InodeId,
+    inode: &mut Inode,
+    decisions: &mut dyn CrashDecisions,
+    effects: &mut CrashEffects,
+    page_bytes: u64,
+    journal_ops: Option<usize>,
+) {
+    let ops = std::mem::take(&mut inode.pending);
+    let mut image = std::mem::take(&mut inode.durable);
+    if let Some(first) = ops.first() {
+        let touched = touches(image.len() as u64, &ops, page_bytes);
+        let size_ops = journal_ops.unwrap_or_else(|| {
+            let chosen = decisions.size_prefix(first.key(), ops.len() as u64);
+            usize::try_from(chosen).expect("fits").min(ops.len())
+        });
+        let limits = choose_pages(&touched, &ops, journal_ops, page_bytes, decisions);
+        apply(&mut image, &ops, &touched, &limits, page_bytes);
+        image.resize(usize::try_from(touched.lens[size_ops]).expect("file length fits in memory"), 0);
+        record(id, &ops, &touched, &limits, effects);
+    }
+    inode.current = image.clone();
+    inode.durable = image;
+}
+
+/// Each write kept (all its pages hold it), dropped (none does) or torn (some do), for the fault log.
+fn record(
+    id: InodeId,
+    ops: &[PendingData],
+    touched: &Touches,
+    limits: &BTreeMap<u64, usize>,
+    effects: &mut CrashEffects,
+) {
+    for (position, op) in ops.iter().enumerate() {
+        let PendingData::Write { offset, .. } = *op else { continue };
+        let Some(range) = touched.ranges[position].clone() else { continue };
+        let pages = range.clone().count();
+        let held = range.filter(|page| limits.get(page).is_some_and(|&limit| position < limit)).count();
+        let list = match held {
+            0 => &mut effects.writes_dropped,
+            held if held == pages => &mut effects.writes_kept,
+            _ => &mut effects.writes_torn,
+        };
+        list.push((id, offset));
+    }
+}
