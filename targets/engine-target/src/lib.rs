@@ -43,6 +43,12 @@
 //! key's excuses); `key.invalid_rejected`, `key.limit_accepted`,
 //! `txn.oversize_rejected`, `txn.large_value_committed`, `readers.held`, `close.checked`; and the framework's
 //! (`crashes`, `recoveries`, `reopens`, `fault.<kind>`, ...).
+//!
+//! # Probes
+//!
+//! The engine's probes (`engine::PROBES`) but [`TRANSACTION_PROBES`]: the conflict, safe-snapshot and group-commit
+//! probes only overlapping transactions and commits in flight together reach, which the txn target runs and this
+//! target does not (ADR-0103). A deep swarm (`--seeds 0..5000 --require-probes`) hits every probe it declares.
 
 pub mod config;
 mod damage;
@@ -69,6 +75,21 @@ pub use self::ops::{Observation, Op};
 
 /// The database directory inside the simulated world.
 pub const DB_DIR: &str = "/db";
+
+/// The engine probes only concurrent transactions reach, which this target does not declare (so `--require-probes`
+/// asks it only for what it can reach): conflicts and safe snapshots need transactions that overlap, and group
+/// commit batches and a seal that acknowledges pending commits need commits in flight together; this target runs
+/// one write at a time and holds only read-only transactions (ADR-0103). The txn target declares and reaches them.
+pub const TRANSACTION_PROBES: &[&str] = &[
+    "ssi.conflict_dangerous_structure",
+    "ssi.conflict_read_only_guard",
+    "ssi.conflict_read_write",
+    "ssi.conflict_write_write",
+    "ssi.safe_snapshot_stepped_back",
+    "txn.batch_gathered",
+    "txn.group_commit_batch",
+    "wal.seal_acknowledged_pending",
+];
 
 /// The engine target's state: the database (when open), the model, and its own counters.
 #[derive(Debug)]
@@ -373,9 +394,9 @@ impl Target for EngineTarget {
         names
     }
 
-    /// The engine's probes: its rare paths (`engine::PROBES`).
+    /// The engine's probes (`engine::PROBES`) but the ones only transactions reach ([`TRANSACTION_PROBES`]).
     fn probes() -> Vec<&'static str> {
-        engine::PROBES.to_vec()
+        engine::PROBES.iter().copied().filter(|probe| !TRANSACTION_PROBES.contains(probe)).collect()
     }
 
     fn canaries() -> Vec<&'static str> {
