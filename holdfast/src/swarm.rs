@@ -297,6 +297,7 @@ pub fn stuck_outcome<T: Target>(failure: Failure, options: &RunOptions) -> Outco
         step_digests: Vec::new(),
         trace: Vec::new(),
         cpu_nanos: None,
+        crash_image: None,
         schedule: Schedule::new(T::NAME, seed, world, config),
     }
 }

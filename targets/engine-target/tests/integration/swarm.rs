@@ -13,8 +13,14 @@ fn simulation_builds_run_the_engines_expensive_cross_checks() {
 
 #[test]
 fn a_small_swarm_passes_with_coverage() {
-    let options =
-        SwarmOptions { seeds: 0..20, shard: None, stop_on_failure: false, jobs: 2, run: RunOptions::with_steps(500) };
+    let options = SwarmOptions {
+        seeds: 0..20,
+        shard: None,
+        stop_on_failure: false,
+        jobs: 2,
+        run: RunOptions::with_steps(500),
+        seed_timeout: None,
+    };
     let mut seen = Vec::new();
     let summary = run_swarm::<EngineTarget>(&options, |outcome| seen.push(outcome.seed));
     let reports: Vec<String> = summary
@@ -42,8 +48,14 @@ fn a_small_swarm_passes_with_coverage() {
 #[test]
 fn shards_partition_the_seeds_and_merge() {
     let run = |shard| {
-        let options =
-            SwarmOptions { seeds: 0..9, shard, stop_on_failure: false, jobs: 1, run: RunOptions::with_steps(50) };
+        let options = SwarmOptions {
+            seeds: 0..9,
+            shard,
+            stop_on_failure: false,
+            jobs: 1,
+            run: RunOptions::with_steps(50),
+            seed_timeout: None,
+        };
         let mut seeds = Vec::new();
         let summary = run_swarm::<EngineTarget>(&options, |outcome| seeds.push(outcome.seed));
         (summary, seeds)

@@ -32,8 +32,14 @@ fn same_seed_same_digest_and_replay_matches() {
 
 #[test]
 fn a_thirty_seed_swarm_passes_and_commits_and_aborts() {
-    let options =
-        SwarmOptions { seeds: 0..30, shard: None, stop_on_failure: false, jobs: 2, run: RunOptions::with_steps(800) };
+    let options = SwarmOptions {
+        seeds: 0..30,
+        shard: None,
+        stop_on_failure: false,
+        jobs: 2,
+        run: RunOptions::with_steps(800),
+        seed_timeout: None,
+    };
     let summary = run_swarm::<TxnTarget>(&options, |_| {});
     let reports: Vec<String> = summary.failures.iter().map(|f| format!("seed {}\n{}", f.seed, f.report())).collect();
     assert!(summary.failures.is_empty(), "failures:\n{}", reports.join("\n"));
