@@ -365,7 +365,7 @@ impl Disk {
                 let journal_ops = cut.map(|cut| inode.pending.iter().take_while(|op| op.seq() < cut).count());
                 super::paged::crash_inode(id, inode, decisions, &mut effects, model.page_bytes, journal_ops);
             } else {
-                crash_inode(id, inode, decisions, &mut effects, model.sector_bytes);
+                super::posix::crash_inode(id, inode, decisions, &mut effects, model.sector_bytes);
             }
             inode.open_handles = 0;
         }
@@ -500,70 +500,6 @@ fn meta_path(op: &MetaOp) -> PathId {
     }
 }
 
-/// The `posix` crash of one file (ADR-0004): every pending write kept, dropped or torn at `sector_bytes`.
-fn crash_inode(
-    id: InodeId,
-    inode: &mut Inode,
-    decisions: &mut dyn CrashDecisions,
-    effects: &mut CrashEffects,
-    sector_bytes: u64,
-) {
-    let mut image = std::mem::take(&mut inode.durable);
-    for op in std::mem::take(&mut inode.pending) {
-        match op {
-            PendingData::Write { offset, data, key, .. } => match decisions.write_fate(key) {
-                WriteFate::Kept => {
-                    write_into(&mut image, offset, &data);
-                    effects.writes_kept.push((id, offset));
-                }
-                WriteFate::Dropped => effects.writes_dropped.push((id, offset)),
-                WriteFate::Torn => {
-                    effects.writes_torn.push((id, offset));
-                    for (piece_offset, piece) in unit_pieces(offset, &data, sector_bytes) {
-                        let sector = piece_offset / sector_bytes;
-                        if decisions.keep_sector(key, sector) {
-                            write_into(&mut image, piece_offset, piece);
-                        } else if let Some(fill) = decisions.garble_sector(key, sector) {
-                            let piece_end = piece_offset + piece.len() as u64;
-                            garble_sector(&mut image, (sector, sector_bytes), piece_end, fill);
-                            effects.sectors_garbled.push((id, sector * sector_bytes));
-                        }
-                    }
-                }
-            },
-            PendingData::SetLen { len, key, .. } => {
-                if decisions.keep_set_len(key) {
-                    image.resize(usize::try_from(len).expect("file length fits in memory"), 0);
-                }
-            }
-        }
-    }
-    inode.current = image.clone();
-    inode.durable = image;
-}
-
-/// Fill sector `sector` of `image` with garbage from `fill`: the whole sector as far as the image reaches, and at
-/// least up to `piece_end` (the end of the write that tore there). Bytes outside the write change too.
-fn garble_sector(image: &mut Vec<u8>, (sector, sector_bytes): (u64, u64), piece_end: u64, fill: u64) {
-    let start = usize::try_from(sector * sector_bytes).expect("offset fits in memory");
-    let piece_end = usize::try_from(piece_end).expect("offset fits in memory");
-    assert!(piece_end > start, "the torn piece lies inside its sector");
-    let sector_end = start + usize::try_from(sector_bytes).expect("sector fits");
-    if image.len() < piece_end {
-        image.resize(piece_end, 0);
-    }
-    let end = sector_end.min(image.len());
-    let mut state = fill | 1;
-    for byte in &mut image[start..end] {
-        // xorshift64: cheap, deterministic garbage.
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        *byte = (state >> 24) as u8;
-    }
-    debug_assert!(image.len() >= piece_end);
-}
-
 /// Split a write at absolute boundaries of `unit` bytes (sectors, pages): (offset, bytes) for each unit it touches.
 pub(crate) fn unit_pieces(offset: u64, data: &[u8], unit: u64) -> Vec<(u64, &[u8])> {
     assert!(unit > 0, "a unit of zero bytes");
@@ -614,84 +550,5 @@ mod tests {
 }
 
 #[cfg(test)]
-mod index_tests {
-    use super::*;
-
-    /// Keeps the metadata operations whose keys are listed and every write whole.
-    struct Keep(Vec<u64>);
-
-    impl CrashDecisions for Keep {
-        fn keep_meta(&mut self, key: u64) -> bool {
-            self.0.contains(&key)
-        }
-        fn write_fate(&mut self, _key: u64) -> WriteFate {
-            WriteFate::Kept
-        }
-        fn keep_sector(&mut self, _key: u64, _sector: u64) -> bool {
-            true
-        }
-        fn keep_set_len(&mut self, _key: u64) -> bool {
-            true
-        }
-        fn garble_sector(&mut self, _key: u64, _sector: u64) -> Option<u64> {
-            None
-        }
-        fn page_prefix(&mut self, _key: u64, _page: u64, _min: u64, max: u64) -> u64 {
-            max
-        }
-        fn size_prefix(&mut self, _key: u64, ops: u64) -> u64 {
-            ops
-        }
-        fn journal_prefix(&mut self, events: u64) -> u64 {
-            events
-        }
-    }
-
-    fn synced_file(disk: &mut Disk, path: PathId, key: u64, bytes: &[u8]) -> InodeId {
-        let inode = disk.create_file(path, key);
-        let mut state = disk.inode_mut(inode).expect("created");
-        state.current = bytes.to_vec();
-        state.durable = bytes.to_vec();
-        inode
-    }
-
-    #[test]
-    fn a_removed_file_whose_create_a_crash_keeps_comes_back_with_its_durable_bytes() {
-        let mut disk = Disk::default();
-        let (dir, other) = (disk.names.intern(Path::new("/d")), disk.names.intern(Path::new("/e")));
-        disk.mkdir(dir, 1);
-        disk.mkdir(other, 2);
-        disk.sync_dir(Path::new("/"));
-        let file = disk.names.intern(Path::new("/d/f"));
-        synced_file(&mut disk, file, 3, b"data");
-        disk.remove(file, 4);
-        assert_eq!(disk.used_bytes(), 4, "still counted: a crash may keep the create");
-        disk.sync_dir(Path::new("/e"));
-        assert_eq!(disk.used_bytes(), 4, "a pending create keeps its inode through another directory's sync");
-        disk.crash(&mut Keep(vec![3]));
-        assert_eq!(disk.list(Path::new("/d")), vec![PathBuf::from("/d/f")]);
-        let Some(Node::File(inode)) = disk.lookup(Path::new("/d/f")) else { panic!("the create was kept") };
-        assert_eq!(disk.inode(inode).expect("not collected").durable, b"data");
-    }
-
-    #[test]
-    fn syncing_a_directory_collects_what_it_unnamed_and_keeps_counts_in_step() {
-        let mut disk = Disk::default();
-        let dir = disk.names.intern(Path::new("/d"));
-        disk.mkdir(dir, 1);
-        disk.sync_dir(Path::new("/"));
-        let (a, b) = (disk.names.intern(Path::new("/d/a")), disk.names.intern(Path::new("/d/b")));
-        synced_file(&mut disk, a, 2, b"aaaa");
-        let old_b = synced_file(&mut disk, b, 3, b"bb");
-        disk.sync_dir(Path::new("/d"));
-        disk.rename(a, b, 4);
-        assert_eq!(disk.used_bytes(), 6, "the replaced file is still durably named");
-        disk.sync_dir(Path::new("/d"));
-        assert!(disk.inode(old_b).is_none(), "collected once no name refers to it");
-        assert_eq!(disk.used_bytes(), 4);
-        assert_eq!(disk.list(Path::new("/d")), vec![PathBuf::from("/d/b")]);
-        assert!(!disk.has_pending_meta());
-        disk.crash(&mut Keep(Vec::new()));
-        assert_eq!((disk.used_bytes(), disk.list(Path::new("/")).len()), (4, 1), "a crash recounts the same");
-    }
-}
+#[path = "disk_tests.rs"]
+mod index_tests;

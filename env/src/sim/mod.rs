@@ -9,7 +9,8 @@
 //!
 //! Files by component: `world` (the state behind every handle, the IO gate, fault keying, crashes), `file`
 //! ([`SimFile`], where data faults fire), `scheduler` (background tasks), `env_impl` (`Env for SimEnv`), and the
-//! pure `disk` model and `faults` configuration they share.
+//! pure `disk` model and `faults` configuration they share; a crash applies the world's persistence model
+//! (`persistence`, ADR-0109) through `posix` (per write and sector) or `paged` (per page, and a journal).
 
 mod budget;
 mod disk;
@@ -20,6 +21,7 @@ mod names;
 mod operator;
 mod paged;
 mod persistence;
+mod posix;
 mod scheduler;
 pub(crate) mod threads;
 mod world;
