@@ -439,7 +439,7 @@ impl<T: Send + 'static, R: Send + 'static> WatchedPool<T, R> {
 }
 
 impl RealEnv {
-    /// Apply `f` to every item on `jobs` detached OS threads (at most [`PARALLEL_JOBS_MAX`]) under a wall-clock
+    /// Apply `f` to every item on `jobs` detached OS threads (at most `PARALLEL_JOBS_MAX`) under a wall-clock
     /// watchdog: an item still running `timeout` after it started is reported [`Watched::Stuck`], its thread is
     /// abandoned (a thread cannot be stopped from outside; it runs on until the process exits) and a fresh one
     /// takes its place, until `abandoned_max` threads were abandoned: the items not yet started are then
