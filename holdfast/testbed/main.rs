@@ -5,6 +5,11 @@
 //!
 //! Seed `s` plans by `s % 10`: 3 fails its third operation (`testbed.planted`, a safety violation), 7 spins
 //! forever in its third operation without calling `Env` (only the watchdog can stop it), anything else passes.
+//!
+//! A second target, `testbed-pinned`, pins its findings as `fail` (`FINDINGS_EXPECT_FAIL`): each operation draws
+//! a number below [`PINNED_DRAWS`] and one that draws 0 fails (`testbed.drew_zero`), so a failing run holds steps
+//! the shrinker removes. With `HOLDFAST_TESTBED_BUILT_WITH` set, the binary stands in for one built with
+//! `--features planted-bug` (`Cli::built_with`), as a user's `#[cfg(feature = ..)]` would make it.
 
 use std::process::ExitCode;
 
@@ -97,6 +102,70 @@ impl Target for Testbed {
     }
 }
 
+/// `testbed-pinned`'s operations draw from `0..PINNED_DRAWS`; a draw of 0 fails.
+const PINNED_DRAWS: u64 = 20;
+/// Set (to anything) to build the command line with `built_with("planted-bug")`.
+const BUILT_WITH_ENV_VAR: &str = "HOLDFAST_TESTBED_BUILT_WITH";
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "op")]
+enum PinnedOp {
+    Draw { n: u64 },
+}
+
+#[derive(Debug)]
+struct Pinned {
+    open: bool,
+}
+
+impl Target for Pinned {
+    const NAME: &'static str = "testbed-pinned";
+    const ABOUT: &'static str = "a test fixture that pins its findings as fail: an operation that draws 0 fails";
+    const FINDINGS_EXPECT_FAIL: bool = true;
+    type Config = ();
+    type Op = PinnedOp;
+    type Observation = u64;
+
+    fn configure(_seed: u64, _world: &WorldConfig) {}
+
+    fn new(_env: &SimEnv, _config: &()) -> Self {
+        Self { open: false }
+    }
+
+    fn open(&mut self, _env: &SimEnv) -> Result<(), SystemError> {
+        self.open = true;
+        Ok(())
+    }
+
+    fn drop_system(&mut self) {
+        self.open = false;
+    }
+
+    fn is_open(&self) -> bool {
+        self.open
+    }
+
+    fn recovered(&mut self, _world: &mut World) -> Result<u64, Violation> {
+        Ok(0)
+    }
+
+    fn generate(&mut self, _world: &World, rng: &mut DeterministicRng, _config: &()) -> PinnedOp {
+        PinnedOp::Draw { n: rng.below(PINNED_DRAWS) }
+    }
+
+    fn apply(&mut self, _world: &mut World, op: &PinnedOp) -> Result<Observed<u64>, Violation> {
+        let PinnedOp::Draw { n } = *op;
+        if n == 0 {
+            return Err(Violation::new("testbed.drew_zero", FailureKind::Safety, "a draw above 0", "0"));
+        }
+        Ok(Observed::Op(n))
+    }
+
+    fn healthy(&mut self, _world: &mut World) -> Result<(), Violation> {
+        Ok(())
+    }
+}
+
 /// Loop forever without calling `Env`: the work budget never sees it, only a wall-clock watchdog does.
 fn spin() -> ! {
     loop {
@@ -105,5 +174,9 @@ fn spin() -> ! {
 }
 
 fn main() -> ExitCode {
-    Cli::new("holdfast-testbed", "cargo run -p holdfast --bin holdfast-testbed --").target::<Testbed>().run()
+    let cli = Cli::new("holdfast-testbed", "cargo run -p holdfast --bin holdfast-testbed --")
+        .target::<Testbed>()
+        .target::<Pinned>();
+    let cli = if std::env::var_os(BUILT_WITH_ENV_VAR).is_some() { cli.built_with("planted-bug") } else { cli };
+    cli.run()
 }

@@ -132,7 +132,8 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
 
-    /// Write the steps that ran as a schedule JSON file (replay it with --replay).
+    /// Write the steps that ran as a schedule JSON file (replay it with --replay). With --shrink, after a
+    /// failure: the minimal schedule the shrink printed.
     #[arg(long, value_name = "FILE")]
     pub save_schedule: Option<PathBuf>,
 
@@ -330,6 +331,8 @@ struct Entry {
     /// The package whose `seeds` test replays this target's seed files (printed after `--save`).
     package: Option<&'static str>,
     profiles: Vec<FaultProfile>,
+    /// [`Target::FINDINGS_EXPECT_FAIL`]: `--save` pins findings as `fail`.
+    findings_expect_fail: bool,
     canaries: fn() -> Vec<&'static str>,
     /// `fn(&ScheduleOf<T>) -> Result<RealIo, String>` for this entry's `T`, type-erased (`Cli::real_io`).
     real_io: Option<Box<dyn std::any::Any>>,
@@ -406,6 +409,7 @@ impl Cli {
             feature: None,
             package: None,
             profiles: FaultProfile::ALL.into_iter().filter(|&profile| T::fault_menu(profile).is_some()).collect(),
+            findings_expect_fail: T::FINDINGS_EXPECT_FAIL,
             canaries: T::canaries,
             real_io: None,
             bench: bench::bench_target::<T>,
@@ -426,6 +430,7 @@ impl Cli {
             feature: None,
             package: None,
             profiles: Vec::new(),
+            findings_expect_fail: false,
             canaries: Vec::new,
             real_io: None,
             bench: |_| None,
@@ -523,6 +528,7 @@ fn check_flags(cli: &Cli, args: &Args, entry: &Entry) -> Result<(), String> {
             }
             Some(_) => {}
         }
+        check_pinned_build(cli, args, entry)?;
     }
     if args.shrink && (args.bench || args.check_determinism) {
         return Err(
@@ -539,6 +545,25 @@ fn check_flags(cli: &Cli, args: &Args, entry: &Entry) -> Result<(), String> {
         return Err("--shrink-budget must be at least 1".into());
     }
     Ok(())
+}
+
+/// `--save` in a target that pins findings as `fail` (`FINDINGS_EXPECT_FAIL`), in a binary built with features
+/// that change behaviour (`built_with`), without a canary: refused (ADR-0115). The seed file cannot record the
+/// features, so the `fail` it pins would fail every `cargo test` built without them.
+fn check_pinned_build(cli: &Cli, args: &Args, entry: &Entry) -> Result<(), String> {
+    if !entry.findings_expect_fail || args.canary.is_some() || cli.built_with.is_empty() {
+        return Ok(());
+    }
+    let features = cli.built_with.join(",");
+    Err(format!(
+        "--save: target {} pins its findings as `fail` (FINDINGS_EXPECT_FAIL), and this binary was built with \
+         --features {features} (Cli::built_with); a seed file does not record build features, so the `fail` it \
+         pinned would fail every `cargo test` built without them (ADR-0115). For a planted bug, make it a canary \
+         (Target::canaries and set_canary, compiled in by a canaries feature): the seed file records the canary, \
+         `--replay` turns it on, and a build without it skips the seed with a message. For a real finding, save \
+         it from a build without --features {features}",
+        entry.name
+    ))
 }
 
 fn check_canary(cli: &Cli, entry: &Entry, name: &str) -> Result<(), String> {

@@ -48,8 +48,9 @@ fn describe<T: Target>(schedule: &ScheduleOf<T>) -> String {
     format!("{}\n{}: {}", schedule.world, T::NAME, T::describe(&schedule.config))
 }
 
-/// Write the trace and schedule files asked for. False (after printing why) on an IO error.
-fn write_outputs<T: Target>(context: &Context<'_>, outcome: &OutcomeOf<T>) -> bool {
+/// Write the trace and schedule files asked for. False (after printing why) on an IO error. When `shrinks`,
+/// the run's failure is about to be shrunk and `--save-schedule` gets the minimal schedule instead (save.rs).
+fn write_outputs<T: Target>(context: &Context<'_>, outcome: &OutcomeOf<T>, shrinks: bool) -> bool {
     if let Some(path) = &context.args.trace {
         let mut text = outcome.trace.join("\n");
         text.push('\n');
@@ -58,13 +59,20 @@ fn write_outputs<T: Target>(context: &Context<'_>, outcome: &OutcomeOf<T>) -> bo
             return false;
         }
     }
-    if let Some(path) = &context.args.save_schedule {
-        if let Err(error) = write_file(path, &outcome.schedule.to_json()) {
-            eprintln!("error: {error}");
-            return false;
-        }
-        println!("schedule saved: {} ({} steps)", path.display(), outcome.schedule.steps.len());
+    if let Some(path) = context.args.save_schedule.as_deref().filter(|_| !shrinks) {
+        return save_schedule::<T>(path, &outcome.schedule, "");
     }
+    true
+}
+
+/// Write `schedule` to `path` for `--save-schedule` and say so (`note` follows the step count). False (after
+/// printing why) on an IO error.
+pub(super) fn save_schedule<T: Target>(path: &Path, schedule: &ScheduleOf<T>, note: &str) -> bool {
+    if let Err(error) = write_file(path, &schedule.to_json()) {
+        eprintln!("error: {error}");
+        return false;
+    }
+    println!("schedule saved: {} ({} steps{note})", path.display(), schedule.steps.len());
     true
 }
 
@@ -152,11 +160,12 @@ fn single_mode<T: Target>(context: &Context<'_>, seed: u64) -> u8 {
             .flatten()
             .expect("one seed, run or stuck"),
     };
-    if !write_outputs::<T>(context, &outcome) || !write_image(context, &outcome) {
+    let stuck = outcome.failure.as_ref().is_some_and(|failure| failure.invariant == crate::swarm::STUCK_INVARIANT);
+    let shrinks = args.shrink && !outcome.passed() && !stuck;
+    if !write_outputs::<T>(context, &outcome, shrinks) || !write_image(context, &outcome) {
         return EXIT_BAD_INPUT;
     }
     let command = super::swarm::replay_command(context, seed);
-    let stuck = outcome.failure.as_ref().is_some_and(|failure| failure.invariant == crate::swarm::STUCK_INVARIANT);
     // After --shrink the minimal schedule is labelled instead (save.rs); a stuck seed is not replayed under the
     // other models (each replay could get stuck the same way).
     let models = if args.shrink || stuck { None } else { models_line::<T>(&outcome, &options) };
@@ -165,7 +174,7 @@ fn single_mode<T: Target>(context: &Context<'_>, seed: u64) -> u8 {
         println!("shrink: a stuck seed never finished, so it has no schedule to shrink");
         return code;
     }
-    if args.shrink && !outcome.passed() {
+    if shrinks {
         return super::save::shrink_and_report::<T>(context, &outcome.schedule, &options);
     }
     code
@@ -233,14 +242,15 @@ fn replay_mode<T: Target>(context: &Context<'_>) -> u8 {
     println!("replay: {} seed: {} steps: {}", path.display(), schedule.seed, schedule.steps.len());
     println!("{}", describe::<T>(&schedule));
     let outcome = run_schedule::<T>(&schedule, &options);
-    if !write_outputs::<T>(context, &outcome) || !write_image(context, &outcome) {
+    let shrinks = args.shrink && !outcome.passed();
+    if !write_outputs::<T>(context, &outcome, shrinks) || !write_image(context, &outcome) {
         return EXIT_BAD_INPUT;
     }
     let command = format!("{} {}--replay {}", context.command(), context.selection(), path.display());
     // After --shrink the minimal schedule is labelled instead (save.rs).
     let models = if args.shrink { None } else { models_line::<T>(&outcome, &options) };
     let code = report_run::<T, _, _>(&outcome, &command, args.dot.as_deref(), models.as_deref());
-    if args.shrink && !outcome.passed() {
+    if shrinks {
         return super::save::shrink_and_report::<T>(context, &outcome.schedule, &options);
     }
     code

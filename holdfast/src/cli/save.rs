@@ -32,7 +32,12 @@ pub(super) fn shrink_and_report<T: Target>(
         Ok(shrunk) => shrunk,
         Err(error) => {
             eprintln!("error: shrink: {error}");
-            return EXIT_FAIL;
+            // `--save-schedule` still gets the failing schedule, marked as not shrunk.
+            let saved = args
+                .save_schedule
+                .as_deref()
+                .is_none_or(|path| super::modes::save_schedule::<T>(path, schedule, ", not shrunk: the shrink failed"));
+            return if saved { EXIT_FAIL } else { EXIT_BAD_INPUT };
         }
     };
     let wall = clock.now().saturating_sub(started);
@@ -49,6 +54,11 @@ pub(super) fn shrink_and_report<T: Target>(
     let fixpoint = if shrunk.reached_fixpoint { "fixpoint reached (1-minimal)" } else { "budget exhausted" };
     println!("reruns: {} ({fixpoint}), wall time: {:.2} s", shrunk.reruns, wall.as_secs_f64());
     let mut code = EXIT_FAIL;
+    if let Some(path) = &args.save_schedule
+        && !super::modes::save_schedule::<T>(path, &shrunk.schedule, ", the minimal schedule")
+    {
+        code = EXIT_BAD_INPUT;
+    }
     let models = shrunk
         .validation
         .failure

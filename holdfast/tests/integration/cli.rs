@@ -22,8 +22,14 @@ struct Run {
 
 /// Run the fixture binary, killed (and the test failed) if it hangs.
 fn testbed(args: &[&str]) -> Run {
+    testbed_with(args, &[])
+}
+
+/// [`testbed`] with environment variables set.
+fn testbed_with(args: &[&str], vars: &[(&str, &str)]) -> Run {
     let mut command = Command::new(env!("CARGO_BIN_EXE_holdfast-testbed"));
-    command.args(args).env_remove("SIMULATOR_SEED");
+    command.args(args).env_remove("SIMULATOR_SEED").env_remove("HOLDFAST_TESTBED_BUILT_WITH");
+    command.envs(vars.iter().copied());
     let ChildOutput { status, elapsed, stdout, stderr } =
         RealEnv::output_within(&mut command, Some(RUN_TIMEOUT)).expect("the fixture binary starts");
     let status = status.unwrap_or_else(|| panic!("{args:?} hung: killed after {elapsed:?}"));
@@ -174,4 +180,73 @@ fn the_watchdog_is_on_by_default_scaled_by_steps_and_off_with_zero() {
     assert_eq!(parse(&["--seed-timeout", "0"]).seed_timeout(), None);
     let help = testbed(&["--help"]);
     assert!(help.stdout.contains("--seed-timeout <SECONDS>"), "{}", help.stdout);
+}
+
+/// `(before, after)` of the `shrunk: <before> -> <after> steps` line.
+fn shrunk_counts(stdout: &str) -> (usize, usize) {
+    let line = stdout.lines().find_map(|line| line.strip_prefix("shrunk: ")).expect("a shrunk line");
+    let (before, after) = line.trim_end_matches(" steps").split_once(" -> ").expect("A -> B");
+    (before.parse().expect("a count"), after.parse().expect("a count"))
+}
+
+/// `--shrink --save-schedule FILE` writes the minimal schedule, not the one that first failed: its replay runs
+/// exactly the shrunk count of steps and fails the same way.
+#[test]
+fn shrink_with_save_schedule_writes_the_minimal_schedule() {
+    let path = scratch("testbed-shrunk-schedule.json");
+    let file = path.to_str().expect("utf-8");
+    let args = ["--target", "testbed-pinned", "--seed", "0", "--steps", "200", "--shrink", "--save-schedule", file];
+    let run = testbed(&args);
+    assert_eq!(run.code, Some(1), "{}{}", run.stdout, run.stderr);
+    let (before, after) = shrunk_counts(&run.stdout);
+    assert!(after < before, "seed 0 must shrink: {before} -> {after}");
+    assert!(
+        run.stdout.contains(&format!("schedule saved: {file} ({after} steps, the minimal schedule)")),
+        "{}",
+        run.stdout
+    );
+    let replay = testbed(&["--target", "testbed-pinned", "--replay", file]);
+    assert_eq!(replay.code, Some(1), "the minimal schedule still fails: {}", replay.stdout);
+    assert!(replay.stdout.contains(&format!("replay: {file} seed: 0 steps: {after}\n")), "{}", replay.stdout);
+    assert!(replay.stdout.contains("invariant: testbed.drew_zero"), "{}", replay.stdout);
+    let unshrunk = testbed(&["--target", "testbed-pinned", "--seed", "0", "--steps", "200", "--save-schedule", file]);
+    assert!(unshrunk.stdout.contains(&format!("schedule saved: {file} ({before} steps)")), "{}", unshrunk.stdout);
+}
+
+/// A target that pins findings as `fail`, in a binary built with a feature (`built_with`): `--save` is refused
+/// before anything runs, saying why and what to do (ADR-0115); the same target saves in a build without the
+/// feature, and a target that expects `pass` saves in the build with it.
+#[test]
+fn save_refuses_to_pin_fail_in_a_build_with_features() {
+    let dir = scratch("testbed-seeds");
+    let seeds = dir.to_str().expect("utf-8");
+    let save = |target: &str, seed: &str, name: &str, built_with: bool| {
+        let args =
+            ["--target", target, "--seed", seed, "--steps", "200", "--shrink", "--save", name, "--adr", "ADR-0115"];
+        let mut vars = vec![("SIMULATOR_SEEDS_DIR", seeds)];
+        if built_with {
+            vars.push(("HOLDFAST_TESTBED_BUILT_WITH", "1"));
+        }
+        testbed_with(&args, &vars)
+    };
+    let refused = save("testbed-pinned", "0", "pinned-featured", true);
+    assert_eq!(refused.code, Some(2), "{}{}", refused.stdout, refused.stderr);
+    for needed in ["FINDINGS_EXPECT_FAIL", "--features planted-bug", "canary", "ADR-0115", "without --features"] {
+        assert!(refused.stderr.contains(needed), "the refusal does not say {needed:?}: {}", refused.stderr);
+    }
+    assert!(refused.stdout.is_empty(), "refused before running: {}", refused.stdout);
+    assert!(!RealEnv::new().exists(&dir.join("pinned-featured.json")).expect("stat"), "nothing saved");
+    let pinned = save("testbed-pinned", "0", "pinned-plain", false);
+    assert_eq!(pinned.code, Some(1), "{}{}", pinned.stdout, pinned.stderr);
+    let file = read_json(&dir.join("pinned-plain.json"));
+    assert_eq!(file["expect"]["fail"]["invariant"], "testbed.drew_zero", "{file}");
+    let pass = save("testbed", "3", "pass-featured", true);
+    assert_eq!(pass.code, Some(1), "{}{}", pass.stdout, pass.stderr);
+    assert!(pass.stdout.contains("test: cargo test --features planted-bug --test seeds"), "{}", pass.stdout);
+    assert_eq!(read_json(&dir.join("pass-featured.json"))["expect"], "pass");
+}
+
+fn read_json(path: &Path) -> Value {
+    let bytes = RealEnv::new().open(path, OpenOptions::read()).and_then(|file| file.read_all()).expect("readable");
+    serde_json::from_slice(&bytes).expect("JSON")
 }
