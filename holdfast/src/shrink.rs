@@ -33,8 +33,11 @@ pub struct Shrunk<T: Target> {
     pub steps_after: usize,
     /// Replays the shrinker ran (the two validation replays not included).
     pub reruns: u64,
-    /// True when the result is 1-minimal under single-step removal (the budget did not run out first).
+    /// True when every simplification reached its fixpoint (the budget did not run out first).
     pub reached_fixpoint: bool,
+    /// True when the result is 1-minimal under single-step removal: the fixpoint was reached, or the shrinker's
+    /// final single-step pass reached its own (always, for at most 20 steps and the default budget: ADR-0116).
+    pub one_minimal: bool,
     /// The fresh replay of `schedule` that confirmed it fails with `signature`.
     pub validation: OutcomeOf<T>,
 }
@@ -255,6 +258,7 @@ pub fn shrink_schedule<T: Target>(
         steps_after: report.steps_after,
         reruns: report.reruns,
         reached_fixpoint: report.reached_fixpoint,
+        one_minimal: report.one_minimal,
         validation,
     })
 }

@@ -13,7 +13,10 @@
 //!
 //! The loop ends when a whole round changes nothing; the last round then tried removing every single step and
 //! none kept the failure, so the result is **1-minimal under single-step removal**. Work is bounded by a budget
-//! counted in reruns, never in time, so the result does not depend on the machine's speed. The shrinker knows
+//! counted in reruns, never in time, so the result does not depend on the machine's speed. A budget of at least
+//! twice [`FINAL_PASS_RERUNS_MAX`] keeps that many reruns back: when the rounds run out of the rest and the
+//! best candidate has at most [`FINAL_PASS_STEPS_MAX`] steps, single-step removal alone runs to its fixpoint,
+//! so a schedule of up to 20 steps always ends 1-minimal within the budget (ADR-0116). The shrinker knows
 //! nothing of the simulator: it is generic over the step and configuration types.
 
 use std::fmt::Debug;
@@ -22,6 +25,12 @@ use std::fmt::Debug;
 pub const RERUNS_DEFAULT: u64 = 4_000;
 /// The most steps a candidate may have (a larger one is a bug in the caller).
 pub const STEPS_MAX: usize = 1 << 20;
+/// The final pass (ADR-0116) runs when the best candidate has at most this many steps...
+pub const FINAL_PASS_STEPS_MAX: usize = 20;
+/// ...and needs at most this many reruns to reach its fixpoint: a sweep tries each of the n steps once, each sweep
+/// but the last removes a step, so at most n + (n - 1) + ... + 1 for those and n for the last, n (n + 3) / 2:
+/// 230 for n = 20. The budget keeps this many back when it is at least twice as large.
+pub const FINAL_PASS_RERUNS_MAX: u64 = (FINAL_PASS_STEPS_MAX * (FINAL_PASS_STEPS_MAX + 3) / 2) as u64;
 
 /// A schedule reduced to what the shrinker edits.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -64,8 +73,11 @@ pub struct Report<S, C> {
     pub steps_before: usize,
     pub steps_after: usize,
     pub reruns: u64,
-    /// True when the fixpoint was reached (the result is 1-minimal); false when the budget ran out first.
+    /// True when the fixpoint of every pass was reached; false when the budget ran out first.
     pub reached_fixpoint: bool,
+    /// True when the result is 1-minimal under single-step removal: the fixpoint was reached, or the final pass
+    /// reached its own (ADR-0116).
+    pub one_minimal: bool,
 }
 
 struct Search<'a, S, C, F> {
@@ -129,7 +141,10 @@ pub fn shrink<T: Simplify>(
 ) -> Report<T::Step, T::Config> {
     assert!(initial.steps.len() <= STEPS_MAX, "initial candidate over STEPS_MAX steps");
     let steps_before = initial.steps.len();
-    let mut search = Search { fails, reruns: 0, reruns_max, best: initial, _marker: std::marker::PhantomData };
+    let reserve = if reruns_max >= 2 * FINAL_PASS_RERUNS_MAX { FINAL_PASS_RERUNS_MAX } else { 0 };
+    let rounds_max = reruns_max - reserve;
+    let mut search =
+        Search { fails, reruns: 0, reruns_max: rounds_max, best: initial, _marker: std::marker::PhantomData };
     let mut reached_fixpoint = false;
     while !search.exhausted() {
         let before = search.reruns;
@@ -144,9 +159,37 @@ pub fn shrink<T: Simplify>(
         }
         assert!(search.reruns > before || search.best.steps.is_empty(), "a round made no reruns");
     }
+    let mut one_minimal = reached_fixpoint;
+    if !reached_fixpoint && search.best.steps.len() <= FINAL_PASS_STEPS_MAX {
+        search.reruns_max = reruns_max;
+        one_minimal = final_pass(target, &mut search);
+    }
     let steps_after = search.best.steps.len();
     assert!(steps_after <= steps_before || !reached_fixpoint || steps_before == 0);
-    Report { result: search.best, steps_before, steps_after, reruns: search.reruns, reached_fixpoint }
+    assert!(search.reruns <= reruns_max, "the shrinker ran past its budget");
+    Report { result: search.best, steps_before, steps_after, reruns: search.reruns, reached_fixpoint, one_minimal }
+}
+
+/// Single-step removal to its fixpoint, on a candidate of at most [`FINAL_PASS_STEPS_MAX`] steps: true when a
+/// whole sweep tried every step and removed none (the result is 1-minimal), false only when the budget ran out
+/// first (a budget below twice [`FINAL_PASS_RERUNS_MAX`] keeps nothing back).
+fn final_pass<T: Simplify, F: FnMut(&Candidate<T::Step, T::Config>) -> bool>(
+    target: &T,
+    search: &mut Search<'_, T::Step, T::Config, F>,
+) -> bool {
+    // Every sweep but the last removes at least one step.
+    let sweeps_max = search.best.steps.len() + 1;
+    for _ in 0..sweeps_max {
+        let steps = search.best.steps.len() as u64;
+        let before = search.reruns;
+        if !single_removals(target, search) {
+            return search.reruns - before == steps;
+        }
+        if search.exhausted() {
+            return false;
+        }
+    }
+    false
 }
 
 /// ddmin over the steps: remove chunks of decreasing size while the failure persists.
@@ -326,6 +369,82 @@ mod tests {
             let value = report.result.steps[0];
             prop_assert!(value >= 10 && value / 2 < 10, "not simplified: {}", value);
         }
+    }
+
+    /// A target whose rounds never reach a fixpoint (ADR-0116): a step "simplifies" to more variants than the
+    /// budget holds, none of them failing unless the step was redundant, and the configuration, the number of
+    /// trailing needles the failure needs, drops by one per round, which makes an earlier needle redundant after
+    /// delta debugging has already run.
+    struct Wasteful;
+
+    /// Variants per step: more than the whole default budget.
+    const WASTE: u32 = 5_000;
+
+    impl Simplify for Wasteful {
+        type Step = u32;
+        type Config = usize;
+
+        fn simplify_step(&self, _step: &u32) -> Vec<u32> {
+            (1_000..1_000 + WASTE).collect()
+        }
+
+        fn simplify_config(&self, needed: &usize) -> Vec<usize> {
+            if *needed > 1 { vec![needed - 1] } else { Vec::new() }
+        }
+    }
+
+    /// Fails when the last `needed` needles appear in `steps` in order.
+    fn fails_wastefully(steps: &[u32], needles: &[u32], needed: usize) -> bool {
+        contains_in_order(steps, &needles[needles.len() - needed.min(needles.len())..])
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// Schedules of at most 20 steps end 1-minimal within the default budget even when the rounds run out of
+        /// it: the final single-step pass reaches its fixpoint.
+        #[test]
+        fn schedules_of_twenty_steps_end_one_minimal_within_the_default_budget(
+            haystack in proptest::collection::vec(0u32..20, 0..=16),
+            needles in proptest::collection::vec(0u32..20, 2..=4),
+        ) {
+            let mut steps = haystack.clone();
+            steps.extend(&needles);
+            prop_assert!(steps.len() <= FINAL_PASS_STEPS_MAX);
+            let initial = Candidate { steps: steps.clone(), config: needles.len() };
+            let report = shrink(
+                &Wasteful,
+                initial,
+                |c| fails_wastefully(&c.steps, &needles, c.config),
+                RERUNS_DEFAULT,
+            );
+            let needed = report.result.config;
+            let fails = |candidate: &[u32]| fails_wastefully(candidate, &needles, needed);
+            prop_assert!(!report.reached_fixpoint, "the rounds must run out of budget here: {report:?}");
+            prop_assert!(report.reruns <= RERUNS_DEFAULT, "{} reruns", report.reruns);
+            prop_assert!(fails(&report.result.steps));
+            prop_assert!(report.one_minimal);
+            prop_assert!(is_one_minimal(&report.result.steps, fails), "not 1-minimal: {:?}", report.result);
+        }
+    }
+
+    #[test]
+    fn without_the_final_pass_the_exhausted_rounds_leave_a_removable_step() {
+        // A budget too small to keep the final pass's reruns back: the round stops in the step pass, after the
+        // configuration made the first needle redundant and before single-step removal.
+        let needles = [3, 4];
+        let steps: Vec<u32> = (5..19).chain(needles).collect();
+        assert_eq!(steps.len(), 16);
+        let fails = |c: &Candidate<u32, usize>| fails_wastefully(&c.steps, &needles, c.config);
+        let small =
+            shrink(&Wasteful, Candidate { steps: steps.clone(), config: 2 }, fails, 2 * FINAL_PASS_RERUNS_MAX - 1);
+        assert_eq!((small.reached_fixpoint, small.one_minimal), (false, false), "{small:?}");
+        assert_eq!((small.result.steps.len(), small.result.config), (2, 1), "{small:?}");
+        let fewer = Candidate { steps: small.result.steps[1..].to_vec(), config: small.result.config };
+        assert!(fails(&fewer), "its first step can go: {small:?}");
+        let default = shrink(&Wasteful, Candidate { steps, config: 2 }, fails, RERUNS_DEFAULT);
+        assert_eq!((default.reached_fixpoint, default.one_minimal), (false, true), "{default:?}");
+        assert_eq!((default.result.steps, default.result.config), (vec![4], 1));
+        assert!(default.reruns <= RERUNS_DEFAULT);
     }
 
     #[test]

@@ -168,7 +168,9 @@ pub struct Args {
     #[arg(long)]
     pub shrink: bool,
 
-    /// Shrink budget, in reruns (not time, so the result does not depend on the machine).
+    /// Shrink budget, in reruns (not time, so the result does not depend on the machine). A budget of at least
+    /// twice 230 keeps 230 back for a final single-step-removal pass, so a failure shrunk to at most 20 steps
+    /// always ends 1-minimal (ADR-0116).
     #[arg(long, value_name = "N", default_value_t = shrinker::RERUNS_DEFAULT)]
     pub shrink_budget: u64,
 

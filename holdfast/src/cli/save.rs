@@ -51,7 +51,11 @@ pub(super) fn shrink_and_report<T: Target>(
     }
     println!("  {}: {}", T::NAME, T::describe(&shrunk.schedule.config));
     println!("shrunk: {} -> {} steps", shrunk.steps_before, shrunk.steps_after);
-    let fixpoint = if shrunk.reached_fixpoint { "fixpoint reached (1-minimal)" } else { "budget exhausted" };
+    let fixpoint = match (shrunk.reached_fixpoint, shrunk.one_minimal) {
+        (true, _) => "fixpoint reached (1-minimal)",
+        (false, true) => "budget exhausted; 1-minimal by the final single-step pass",
+        (false, false) => "budget exhausted; not shown 1-minimal",
+    };
     println!("reruns: {} ({fixpoint}), wall time: {:.2} s", shrunk.reruns, wall.as_secs_f64());
     let mut code = EXIT_FAIL;
     if let Some(path) = &args.save_schedule
