@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use env::{DeterministicRng, DiskModel, FaultConfig, FaultKeying, FaultKind};
+use env::{DeterministicRng, DiskModel, FaultConfig, FaultKeying, FaultKind, Persistence};
 use serde::{Deserialize, Serialize};
 
 /// The largest `k` of a `crash_at_io` step.
@@ -93,6 +93,9 @@ pub struct FaultMenu {
     pub recovery_crashes: bool,
     /// Hostile-operator `tamper` steps are generated (the target offers [`crate::Target::tamper_sites`]).
     pub tamper: bool,
+    /// The persistence model (ADR-0109) a generated world gets unless the run names one (`--persistence`):
+    /// `posix` in every preset but [`FaultMenu::crashes_only_names_durable`].
+    pub persistence: Persistence,
 }
 
 /// Probabilistic fault kinds of the standard menu, with the largest ppm each may get.
@@ -129,6 +132,7 @@ impl FaultMenu {
             tasks: true,
             recovery_crashes: true,
             tamper: false,
+            persistence: Persistence::Posix,
         }
     }
 
@@ -142,6 +146,14 @@ impl FaultMenu {
             explicit: ExplicitFaults::None,
             ..Self::standard()
         }
+    }
+
+    /// Only crashes, on a filesystem that makes a name durable with the file's fsync, for a system that never
+    /// syncs a directory (ADR-0117): [`FaultMenu::crashes_only`] under the `ext4-ordered` persistence model, where
+    /// a file's fsync commits the one metadata journal, and with it every create and rename before it (ext4 in
+    /// its default `data=ordered` mode, ALICE Table 1). Under `posix`, the default, such a system loses names.
+    pub fn crashes_only_names_durable() -> Self {
+        Self { persistence: Persistence::Ext4Ordered, ..Self::crashes_only() }
     }
 
     /// The `assumed` menu of a store that runs no background tasks and orders its writes only by fsync (redb,
@@ -297,7 +309,7 @@ impl WorldConfig {
             explicit: menu.explicit,
             crash_at_io_k_max: rng.range_inclusive(1, CRASH_AT_IO_K_MAX),
             recovery_crash_k_max: rng.range_inclusive(1, RECOVERY_CRASH_K_MAX),
-            disk: DiskModel::default(),
+            disk: DiskModel::with_persistence(menu.persistence),
         };
         config.validate().expect("the world generated an invalid configuration");
         config

@@ -35,7 +35,7 @@ pub(crate) struct Session<T: Target> {
 impl<T: Target> Session<T> {
     /// Build the target on `env` and open its system.
     pub(crate) fn start(env: SimEnv, world_config: &WorldConfig, config: &T::Config) -> Result<Self, Violation> {
-        let target = T::new(&env, config);
+        let target = T::new_in_world(&env, config, world_config);
         let claims = T::fault_menu(world_config.profile)
             .map(|menu| Claims { garbled_sectors_survived: menu.garbled_sectors_survived })
             .unwrap_or_default();

@@ -8,7 +8,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use env::{DeterministicRng, DiskModel, SimEnv, StableHasher};
+use env::{DeterministicRng, DiskModel, Persistence, SimEnv, StableHasher};
 use serde::{Deserialize, Serialize};
 
 use crate::budget::{WORK_BUDGET_INVARIANT, overrun, work_limit};
@@ -47,10 +47,24 @@ pub struct RunOptions {
     pub canary: Option<String>,
     /// The fault profile a generated run draws its world from.
     pub profile: FaultProfile,
-    /// The persistence model and sector size a generated run's world gets (`--persistence`, `--sector-size`).
-    pub disk: DiskModel,
+    /// The persistence model a generated run's world gets (`--persistence`); `None`: its fault menu's
+    /// ([`crate::FaultMenu::persistence`], `posix` unless the menu says otherwise).
+    pub persistence: Option<Persistence>,
+    /// The sector size a generated run's world gets (`--sector-size`); `None`: 512 bytes.
+    pub sector_bytes: Option<u64>,
     /// Keep the image the run's last crash left ([`Outcome::crash_image`], for `--export-image`).
     pub keep_crash_image: bool,
+}
+
+impl RunOptions {
+    /// `base` with the persistence model and sector size these options name.
+    pub fn disk_over(&self, base: &DiskModel) -> DiskModel {
+        DiskModel {
+            persistence: self.persistence.unwrap_or(base.persistence),
+            sector_bytes: self.sector_bytes.unwrap_or(base.sector_bytes),
+            ..base.clone()
+        }
+    }
 }
 
 impl Default for RunOptions {
@@ -62,7 +76,8 @@ impl Default for RunOptions {
             record_trace: false,
             canary: None,
             profile: FaultProfile::Assumed,
-            disk: DiskModel::default(),
+            persistence: None,
+            sector_bytes: None,
             keep_crash_image: false,
         }
     }
@@ -166,10 +181,10 @@ pub fn configure<T: Target>(seed: u64, profile: FaultProfile) -> Result<(WorldCo
     Ok((world, config))
 }
 
-/// [`configure`], with the world's disk model from `options` (ADR-0109).
+/// [`configure`], with the parts of the world's disk model that `options` names (ADR-0109).
 pub fn configure_for<T: Target>(seed: u64, options: &RunOptions) -> Result<(WorldConfig, T::Config), String> {
     let (mut world, config) = configure::<T>(seed, options.profile)?;
-    world.disk = options.disk.clone();
+    world.disk = options.disk_over(&world.disk);
     world.validate()?;
     Ok((world, config))
 }

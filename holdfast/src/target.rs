@@ -201,7 +201,7 @@ pub enum SeedParallelism {
 /// A system under test, driven step by step on a [`SimEnv`].
 ///
 /// The framework calls, per run: [`Target::configure`] once (generation only; replays read the configuration
-/// from the schedule), [`Target::new`], then [`Target::open`] (retried while a fault excuses the error); per step
+/// from the schedule), [`Target::new_in_world`] (by default [`Target::new`]), then [`Target::open`] (retried while a fault excuses the error); per step
 /// [`Target::generate`] (generation only) and [`Target::apply`] for the target's own operations — world steps are
 /// the framework's — and [`Target::check`] after every step; after every crash or reopen, [`Target::drop_system`],
 /// [`Target::open`] and [`Target::recovered`]; at the end, faults healed, [`Target::healthy`]; then a final power
@@ -248,6 +248,15 @@ pub trait Target: Sized {
 
     /// The target's state before its system first opens: its model, counters, nothing open.
     fn new(env: &SimEnv, config: &Self::Config) -> Self;
+
+    /// [`Target::new`] for a target whose system depends on the world it runs in: its fault profile, its disk
+    /// model (`world.profile`, `world.disk`). The framework calls this one; the default calls [`Target::new`].
+    /// Keep what [`Target::open`] derives from them (open the system with directory syncs where names are not
+    /// durable, say) in `Self`, not in [`Target::Config`], which the shrinker simplifies: the profile and the disk
+    /// model are never shrunk (ADR-0117).
+    fn new_in_world(env: &SimEnv, config: &Self::Config, _world: &WorldConfig) -> Self {
+        Self::new(env, config)
+    }
 
     /// Open (and recover) the system on `env`. Called only when it is not open.
     fn open(&mut self, env: &SimEnv) -> Result<(), SystemError>;

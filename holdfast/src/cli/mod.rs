@@ -206,11 +206,13 @@ pub struct Args {
     pub dot: Option<PathBuf>,
 
     /// The persistence model of the simulated disk (ADR-0109): what a crash may leave of unsynced state.
-    /// `posix` (the default: every unsynced write and every sector of it has its own fate, the most adversarial
+    /// `posix` (the default unless the target's fault menu names another: every unsynced write and every sector
+    /// of it has its own fate, the most adversarial
     /// reading of POSIX), `page` (a page cache: each dirty page holds a prefix of the writes into it; pages, files
     /// and directory entries are otherwise independent), `ext4-ordered` (`page`, plus ext4 data=ordered:
     /// metadata persists as a prefix of one journal that every sync commits, and a size never exposes unwritten
-    /// blocks). Applies to generated runs (`--seed`, `--seeds`); a replay uses the model its schedule stores.
+    /// blocks). Applies to generated runs (`--seed`, `--seeds`); a replay uses the model its schedule stores unless
+    /// this flag replaces it.
     #[arg(long, value_name = "MODEL", value_parser = ["posix", "page", "ext4-ordered"])]
     pub persistence: Option<String>,
 
@@ -282,20 +284,14 @@ impl Args {
             record_trace: self.trace.is_some(),
             canary: self.canary.clone(),
             profile: self.profile(),
-            disk: self.disk_model(),
+            persistence: self
+                .persistence
+                .as_deref()
+                .map(|name| env::Persistence::parse(name).expect("clap allows only known model names")),
+            sector_bytes: self.sector_size.as_deref().map(|bytes| bytes.parse().expect("clap allows 512, 4096")),
             keep_crash_image: self.export_image.is_some(),
             ..RunOptions::default()
         }
-    }
-
-    /// The disk model asked for (`--persistence`, `--sector-size`; `posix` and 512 bytes by default).
-    pub fn disk_model(&self) -> env::DiskModel {
-        let persistence = self.persistence.as_deref().map_or(env::Persistence::Posix, |name| {
-            env::Persistence::parse(name).expect("clap allows only known model names")
-        });
-        let sector_bytes =
-            self.sector_size.as_deref().map_or(512, |bytes| bytes.parse().expect("clap allows 512, 4096"));
-        env::DiskModel { persistence, sector_bytes, ..env::DiskModel::default() }
     }
 }
 

@@ -216,12 +216,13 @@ fn replay_mode<T: Target>(context: &Context<'_>) -> u8 {
         Ok(loaded) => loaded,
         Err(error) => return bad_input(&error),
     };
+    let mut options = args.run_options();
     if args.persistence.is_some() || args.sector_size.is_some() {
-        // Replay (and shrink) under another model: the schedule's own is replaced (ADR-0112).
-        schedule.world.disk = args.disk_model();
+        // Replay (and shrink) under another model: the parts of the schedule's own that a flag names are
+        // replaced (ADR-0112).
+        schedule.world.disk = options.disk_over(&schedule.world.disk);
         println!("disk model replaced: {}", schedule.world.disk);
     }
-    let mut options = args.run_options();
     if let Some(seed) = &seed_file {
         if let Some(name) = &seed.canary {
             if args.canary.as_ref().is_some_and(|flag| flag != name) {

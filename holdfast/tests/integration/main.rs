@@ -2,6 +2,7 @@
 
 mod cli;
 mod common;
+mod menus;
 mod spin;
 mod toy;
 mod unavailable;
