@@ -67,6 +67,25 @@ pub enum ExplicitFaults {
 }
 
 /// What a target allows under one fault profile: the menu each seed draws its world from.
+///
+/// Every field is public: start from the preset closest to what the system's documentation promises and change
+/// the rest (TARGETS.md, "Composing your own menu"):
+///
+/// ```
+/// use holdfast::env::{FaultKind, Persistence};
+/// use holdfast::{FaultMenu, FaultProfile, WorldConfig};
+///
+/// let menu = FaultMenu {
+///     kinds: vec![(FaultKind::FsyncError, 5_000)], // fsync may fail (at most 0.5% of syncs), nothing else
+///     faults_on_ppm: 1_000_000,                    // in every seed...
+///     kind_on_ppm: 1_000_000,                      // ...with every listed kind on
+///     tasks: false,                                // no background tasks to step
+///     ..FaultMenu::crashes_only_names_durable()    // crashes, under ext4-ordered
+/// };
+/// let world = WorldConfig::from_seed(7, FaultProfile::Assumed, &menu);
+/// assert!(world.faults.fsync_error_ppm > 0 && world.faults.write_error_ppm == 0);
+/// assert_eq!((world.weights.run_task, world.disk.persistence), (0, Persistence::Ext4Ordered));
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FaultMenu {
     /// Probabilistic kinds a seed may turn on, with the largest ppm each may get.
