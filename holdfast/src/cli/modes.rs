@@ -228,7 +228,7 @@ fn replay_mode<T: Target>(context: &Context<'_>) -> u8 {
             if args.canary.as_ref().is_some_and(|flag| flag != name) {
                 return bad_input(&format!("{}: the seed file's canary is {name}, not --canary", path.display()));
             }
-            if let Err(error) = super::check_canary(context.cli, context.entry, name) {
+            if let Err(error) = super::checks::check_canary(context.cli, context.entry, name) {
                 return bad_input(&format!("{}: {error}", path.display()));
             }
             options.canary = Some(name.clone());
