@@ -57,12 +57,12 @@ pub mod fuzzing;
 mod model;
 mod ops;
 mod robust;
+mod verify;
 
 use std::path::Path;
 
 use engine::Db;
 use holdfast::env::{DeterministicRng, Op as Io, SimEnv};
-use holdfast::kit::{key_bytes, sig_of};
 use holdfast::protocol::{cut_io, file_name, in_dir};
 use holdfast::{
     Coverage, FailureKind, FaultMenu, FaultProfile, FaultSite, Observed, Step, SystemError, Target, Violation, World,
@@ -155,33 +155,6 @@ impl EngineTarget {
         if let Some(db) = &self.db {
             self.newest_log = damage::record(&mut self.excuses, db);
         }
-    }
-
-    /// Read every key of the key space (and every key the model knows) and compare with the model.
-    fn verify_all(&mut self, world: &mut World, context: &str) -> Result<(), Violation> {
-        let key_count = self.config.workload.key_count;
-        let mut keys: Vec<u32> = (0..key_count).collect();
-        keys.extend(self.model.known_keys().filter(|&key| key >= key_count));
-        for key in keys {
-            let Some(db) = &self.db else { return Ok(()) };
-            match db.get(&key_bytes(key)) {
-                Ok(value) => {
-                    let actual = value.as_deref().map(sig_of);
-                    let damaged = self.damage_reaches(world, key);
-                    self.model.observe(key, actual, damaged, context)?;
-                }
-                Err(error) => {
-                    // An armed crash cut the verification (the framework recovers and verifies again), or a fault
-                    // excused the error; a closed database cannot be read further.
-                    let closed = matches!(error, engine::Error::Closed { .. });
-                    let excused = world.tolerate_verify(context, &format!("get k{key:06}"), &system_error(&error))?;
-                    if !excused || closed {
-                        return Ok(());
-                    }
-                }
-            }
-        }
-        Ok(())
     }
 
     fn count_stats(&mut self) {
