@@ -6,7 +6,8 @@
 //!   whose call returned an error (or was cut by a crash) is *in flight*: the key may hold it or its previous
 //!   value, wholly; the first read resolves the model.
 //! * **Durability** (`durability.*`): after every crash + recovery (and every reopen), every key of the key space
-//!   reads as the model says.
+//!   reads as the model says (read with one ordered scan merged against the model, and point reads after an
+//!   excused scan error: ADR-0113).
 //! * **No never-written values, no resurrection**: every value read is one written under that key; a deleted key
 //!   never comes back (unless a data-destroying fault justifies a rollback).
 //! * **Damage only where it landed, until it is overwritten** (ADR-0069, ADR-0101): a data-destroying fault lets

@@ -29,7 +29,7 @@ impl EngineTarget {
     /// Read every key of the key space (and every key the model knows) and compare with the model (ADR-0113): an
     /// ordered scan of the rendered keys merged against the sorted key list (a key the scan does not return is
     /// checked as absent). After an excused scan error, the key the scan had reached is read on its own (a point
-    /// read, as every key was before) and a new scan goes on after it; past [`VERIFY_SCANS_MAX`] scans, or with keys
+    /// read, as every key was before) and a new scan goes on after it; past `VERIFY_SCANS_MAX` scans, or with keys
     /// whose rendering does not sort numerically, every key left gets a point read.
     pub(crate) fn verify_all(&mut self, world: &mut World, context: &str) -> Result<(), Violation> {
         let key_count = self.config.workload.key_count;
