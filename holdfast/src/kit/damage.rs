@@ -22,7 +22,8 @@
 //! that outgrew [`FILES_REMEMBERED_MAX`]: sound, only weaker.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::ffi::{OsStr, OsString};
+use std::path::Path;
 
 use super::parse_key;
 use crate::world::Damage;
@@ -42,11 +43,15 @@ struct Cleared {
 /// The per-key damage rule of one run (see the module docs).
 #[derive(Clone, Debug, Default)]
 pub struct DamageExcuses {
-    /// For every file ever seen live, the union of the key ranges (inclusive) it was seen holding.
-    ranges: BTreeMap<PathBuf, (u32, u32)>,
+    /// For every file ever seen live, the union of the key ranges (inclusive) it was seen holding. Keyed by the
+    /// path's bytes, not `PathBuf`: a lookup per live file per step compared paths component by component, a
+    /// tenth of an engine swarm's time (ADR-0114). Paths come from one place (the target's `Path::join`s) in one
+    /// spelling.
+    ranges: BTreeMap<OsString, (u32, u32)>,
     overflowed: bool,
-    /// Damaged files, each with its event number (the order in which it was first seen damaged).
-    events: BTreeMap<PathBuf, usize>,
+    /// Damaged files (their path's bytes), each with its event number (the order in which it was first seen
+    /// damaged).
+    events: BTreeMap<OsString, usize>,
     /// Damage landed where no file is known.
     anywhere: bool,
     /// Keys written cleanly after damage.
@@ -61,12 +66,12 @@ impl DamageExcuses {
     pub fn record(&mut self, path: &Path, min_key: &[u8], max_key: &[u8]) {
         let low = parse_key(min_key).unwrap_or(0);
         let high = parse_key(max_key).unwrap_or(u32::MAX);
-        if let Some(range) = self.ranges.get_mut(path) {
+        if let Some(range) = self.ranges.get_mut(path.as_os_str()) {
             *range = (range.0.min(low), range.1.max(high));
         } else if self.ranges.len() >= FILES_REMEMBERED_MAX {
             self.overflowed = true;
         } else {
-            self.ranges.insert(path.to_path_buf(), (low, high));
+            self.ranges.insert(path.as_os_str().to_owned(), (low, high));
         }
     }
 
@@ -76,8 +81,9 @@ impl DamageExcuses {
             Damage::None => {}
             Damage::Files(files) => {
                 for file in files {
-                    let next = self.events.len();
-                    self.events.entry(file.clone()).or_insert(next);
+                    if !self.events.contains_key(file.as_os_str()) {
+                        self.events.insert(file.as_os_str().to_owned(), self.events.len());
+                    }
                 }
             }
             // Damage::Anywhere, and any finer kind a later framework adds.
@@ -99,7 +105,7 @@ impl DamageExcuses {
         if self.events.is_empty() || self.anywhere {
             return false;
         }
-        if landed_in.into_iter().any(|file| self.events.contains_key(file)) {
+        if landed_in.into_iter().any(|file| self.events.contains_key(file.as_os_str())) {
             return false;
         }
         if self.cleared.len() >= KEYS_CLEARED_MAX && !self.cleared.contains_key(&key) {
@@ -127,7 +133,7 @@ impl DamageExcuses {
     }
 
     /// Was `file` seen live holding a range that covers `key`?
-    fn held(&self, file: &Path, key: u32) -> bool {
+    fn held(&self, file: &OsStr, key: u32) -> bool {
         self.ranges.get(file).is_some_and(|&(low, high)| (low..=high).contains(&key))
     }
 }
@@ -135,6 +141,7 @@ impl DamageExcuses {
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
+    use std::path::PathBuf;
 
     use super::super::key_bytes;
     use super::*;

@@ -6,7 +6,8 @@
 //!   whose call returned an error (or was cut by a crash) is *in flight*: the key may hold it or its previous
 //!   value, wholly; the first read resolves the model.
 //! * **Durability** (`durability.*`): after every crash + recovery (and every reopen), every key of the key space
-//!   reads as the model says.
+//!   reads as the model says (read with one ordered scan merged against the model, and point reads after an
+//!   excused scan error: ADR-0113).
 //! * **No never-written values, no resurrection**: every value read is one written under that key; a deleted key
 //!   never comes back (unless a data-destroying fault justifies a rollback).
 //! * **Damage only where it landed, until it is overwritten** (ADR-0069, ADR-0101): a data-destroying fault lets
@@ -57,12 +58,12 @@ pub mod fuzzing;
 mod model;
 mod ops;
 mod robust;
+mod verify;
 
 use std::path::Path;
 
 use engine::Db;
 use holdfast::env::{DeterministicRng, Op as Io, SimEnv};
-use holdfast::kit::{key_bytes, sig_of};
 use holdfast::protocol::{cut_io, file_name, in_dir};
 use holdfast::{
     Coverage, FailureKind, FaultMenu, FaultProfile, FaultSite, Observed, Step, SystemError, Target, Violation, World,
@@ -155,33 +156,6 @@ impl EngineTarget {
         if let Some(db) = &self.db {
             self.newest_log = damage::record(&mut self.excuses, db);
         }
-    }
-
-    /// Read every key of the key space (and every key the model knows) and compare with the model.
-    fn verify_all(&mut self, world: &mut World, context: &str) -> Result<(), Violation> {
-        let key_count = self.config.workload.key_count;
-        let mut keys: Vec<u32> = (0..key_count).collect();
-        keys.extend(self.model.known_keys().filter(|&key| key >= key_count));
-        for key in keys {
-            let Some(db) = &self.db else { return Ok(()) };
-            match db.get(&key_bytes(key)) {
-                Ok(value) => {
-                    let actual = value.as_deref().map(sig_of);
-                    let damaged = self.damage_reaches(world, key);
-                    self.model.observe(key, actual, damaged, context)?;
-                }
-                Err(error) => {
-                    // An armed crash cut the verification (the framework recovers and verifies again), or a fault
-                    // excused the error; a closed database cannot be read further.
-                    let closed = matches!(error, engine::Error::Closed { .. });
-                    let excused = world.tolerate_verify(context, &format!("get k{key:06}"), &system_error(&error))?;
-                    if !excused || closed {
-                        return Ok(());
-                    }
-                }
-            }
-        }
-        Ok(())
     }
 
     fn count_stats(&mut self) {

@@ -1,0 +1,158 @@
+//! The verification of every key after a recovery and when healthy (ADR-0113): one ordered scan merged against
+//! the model, with point reads where a scan cannot be used.
+
+use holdfast::kit::{Sig, key_bytes, parse_key, sig_of};
+use holdfast::{FailureKind, Violation, World};
+
+use crate::{EngineTarget, system_error};
+
+/// Past every rendered key (`k` and digits): the end of the verification scan.
+const RENDERED_KEYS_END: &[u8] = b"l";
+/// Keys below this render with six digits, so their byte order is their numeric order (a verification scan
+/// merges on it); a key list reaching past it is verified with point reads.
+const ORDERED_KEYS_END: u32 = 1_000_000;
+/// The most verification scans one verification starts (each excused scan error starts one more); the keys left
+/// after the last get point reads.
+const VERIFY_SCANS_MAX: usize = 16;
+
+/// How a verification scan ended.
+enum ScanEnd {
+    /// Every key from its start was checked.
+    Done,
+    /// An error ended the verification: not excused, or the database is closed.
+    Stopped,
+    /// An excused error stopped the scan before the key at this index of the key list.
+    Failed { at: usize },
+}
+
+impl EngineTarget {
+    /// Read every key of the key space (and every key the model knows) and compare with the model (ADR-0113): an
+    /// ordered scan of the rendered keys merged against the sorted key list (a key the scan does not return is
+    /// checked as absent). After an excused scan error, the key the scan had reached is read on its own (a point
+    /// read, as every key was before) and a new scan goes on after it; past `VERIFY_SCANS_MAX` scans, or with keys
+    /// whose rendering does not sort numerically, every key left gets a point read.
+    pub(crate) fn verify_all(&mut self, world: &mut World, context: &str) -> Result<(), Violation> {
+        let key_count = self.config.workload.key_count;
+        let mut keys: Vec<u32> = (0..key_count).collect();
+        keys.extend(self.model.known_keys().filter(|&key| key >= key_count));
+        if keys.last().is_some_and(|&key| key >= ORDERED_KEYS_END) {
+            return self.verify_by_gets(world, context, &keys).map(|_| ());
+        }
+        let mut next = 0;
+        for _ in 0..VERIFY_SCANS_MAX {
+            match self.verify_scan(world, context, &keys, next)? {
+                ScanEnd::Done | ScanEnd::Stopped => return Ok(()),
+                ScanEnd::Failed { at } if at >= keys.len() => return Ok(()),
+                ScanEnd::Failed { at } => {
+                    if !self.verify_by_gets(world, context, &keys[at..=at])? {
+                        return Ok(());
+                    }
+                    next = at + 1;
+                }
+            }
+        }
+        self.verify_by_gets(world, context, &keys[next..]).map(|_| ())
+    }
+
+    /// One verification scan from `keys[from]` to the end of the rendered keys, merged against `keys[from..]`.
+    fn verify_scan(
+        &mut self,
+        world: &mut World,
+        context: &str,
+        keys: &[u32],
+        from: usize,
+    ) -> Result<ScanEnd, Violation> {
+        let Some(&first) = keys.get(from) else { return Ok(ScanEnd::Done) };
+        let Some(db) = &self.db else { return Ok(ScanEnd::Stopped) };
+        let low = key_bytes(first);
+        let mut rows = match db.scan(low.as_slice()..RENDERED_KEYS_END) {
+            Ok(rows) => rows,
+            Err(error) => return self.scan_failed(world, context, &error, from),
+        };
+        let mut next = from;
+        let mut previous: Option<Vec<u8>> = None;
+        for row in rows.by_ref() {
+            let (key, value) = match row {
+                Ok(row) => row,
+                Err(error) => return self.scan_failed(world, context, &error, next),
+            };
+            if previous.as_ref().is_some_and(|previous| previous >= &key) {
+                return Err(Violation::new(
+                    format!("{context}.scan_shape"),
+                    FailureKind::Safety,
+                    "a verification scan returns keys strictly ascending",
+                    format!(
+                        "{:?} after {:?}",
+                        String::from_utf8_lossy(&key),
+                        previous.as_deref().map(String::from_utf8_lossy)
+                    ),
+                ));
+            }
+            // A key that is not a rendered one below ORDERED_KEYS_END is in no key list: not checked (the odd keys
+            // sort after every rendered key).
+            let index = parse_key(&key).filter(|&index| index < ORDERED_KEYS_END);
+            if let Some(index) = index {
+                while next < keys.len() && keys[next] < index {
+                    self.verify_read(world, keys[next], None, context)?;
+                    next += 1;
+                }
+                if keys.get(next) == Some(&index) {
+                    self.verify_read(world, index, Some(sig_of(&value)), context)?;
+                    next += 1;
+                }
+            }
+            previous = Some(key);
+        }
+        for &key in &keys[next..] {
+            self.verify_read(world, key, None, context)?;
+        }
+        Ok(ScanEnd::Done)
+    }
+
+    /// Compare one verification read of `key` (`actual`: its value's signature, None: absent) with the model.
+    fn verify_read(
+        &mut self,
+        world: &mut World,
+        key: u32,
+        actual: Option<Sig>,
+        context: &str,
+    ) -> Result<(), Violation> {
+        let damaged = self.damage_reaches(world, key);
+        self.model.observe(key, actual, damaged, context).map(|_| ())
+    }
+
+    /// A verification scan failed before the key at `at`: go on only when a fault excuses the error and the
+    /// database is not closed.
+    fn scan_failed(
+        &mut self,
+        world: &mut World,
+        context: &str,
+        error: &engine::Error,
+        at: usize,
+    ) -> Result<ScanEnd, Violation> {
+        let closed = matches!(error, engine::Error::Closed { .. });
+        let excused = world.tolerate_verify(context, "a verification scan", &system_error(error))?;
+        Ok(if !excused || closed { ScanEnd::Stopped } else { ScanEnd::Failed { at } })
+    }
+
+    /// Read each of `keys` with a point read and compare with the model. `Ok(false)`: an error ended the
+    /// verification (not excused, or the database is closed).
+    fn verify_by_gets(&mut self, world: &mut World, context: &str, keys: &[u32]) -> Result<bool, Violation> {
+        for &key in keys {
+            let Some(db) = &self.db else { return Ok(false) };
+            match db.get(&key_bytes(key)) {
+                Ok(value) => self.verify_read(world, key, value.as_deref().map(sig_of), context)?,
+                Err(error) => {
+                    // An armed crash cut the verification (the framework recovers and verifies again), or a fault
+                    // excused the error; a closed database cannot be read further.
+                    let closed = matches!(error, engine::Error::Closed { .. });
+                    let excused = world.tolerate_verify(context, &format!("get k{key:06}"), &system_error(&error))?;
+                    if !excused || closed {
+                        return Ok(false);
+                    }
+                }
+            }
+        }
+        Ok(true)
+    }
+}
