@@ -112,6 +112,11 @@ pub struct Args {
     #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(0..=SEED_TIMEOUT_S_MAX))]
     pub seed_timeout: Option<u64>,
 
+    /// Swarm: when stderr is not a terminal (a CI log, a file), print `swarm progress: N/M seeds, F failed, S s`
+    /// on stderr at most every this many seconds (0: after every seed). A terminal gets the progress bar instead.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
+    pub progress_seconds: u64,
+
     /// Swarm: exit 1 if any coverage counter the swarm's configurations require is zero (every enabled fault
     /// kind, every crash place, BUGGIFY sites fired, the target's own), printing which.
     #[arg(long, global = true)]

@@ -1,5 +1,6 @@
 //! The swarm mode: many seeds in-process or in child processes, a progress bar, a summary (text or JSON).
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -27,6 +28,20 @@ fn progress_bar(seeds: u64) -> ProgressBar {
     bar
 }
 
+/// Where the progress bar is hidden (stderr is not a terminal), a plain progress line on stderr when at least
+/// `interval` has passed since the last one (`last`: the elapsed time it was printed at), so a CI log of a deep
+/// swarm shows it alive.
+fn report_progress(bar: &ProgressBar, failures: u64, interval: Duration, last: &Cell<Option<Duration>>) {
+    let elapsed = bar.elapsed();
+    let due = last.get().is_none_or(|last| elapsed.saturating_sub(last) >= interval);
+    if !bar.is_hidden() || !due {
+        return;
+    }
+    last.set(Some(elapsed));
+    let total = bar.length().unwrap_or(0);
+    eprintln!("swarm progress: {}/{total} seeds, {failures} failed, {} s", bar.position(), elapsed.as_secs());
+}
+
 /// Print a line above the progress bar (or plainly when the bar is hidden, e.g. output to a file): on stderr
 /// under `--json`, whose stdout is the one summary object (ADR-0097).
 fn print_line(bar: &ProgressBar, json: bool, line: String) {
@@ -52,22 +67,28 @@ pub(super) fn swarm_mode<T: Target>(context: &Context<'_>) -> u8 {
     };
     let seeds_total = options.shard_seeds().count() as u64;
     let bar = progress_bar(seeds_total);
-    let mut failures = 0u64;
+    let failures = Cell::new(0u64);
+    let last_progress = Cell::new(None);
+    let interval = Duration::from_secs(args.progress_seconds);
+    let tick = || {
+        bar.inc(1);
+        report_progress(&bar, failures.get(), interval, &last_progress);
+    };
     let mut first_failing: Option<ScheduleOf<T>> = None;
-    let mut on_failure = |failure: &Failure, bar: &ProgressBar| {
-        failures += 1;
+    let on_failure = |failure: &Failure, bar: &ProgressBar| {
+        failures.set(failures.get() + 1);
         let line = format!(
             "FAIL seed={} step={} invariant={} ({})",
             failure.seed, failure.step, failure.invariant, failure.kind
         );
         print_line(bar, args.json, line);
-        bar.set_message(format!("{failures} failed"));
+        bar.set_message(format!("{} failed", failures.get()));
     };
     // A one-seed swarm gains nothing from a child process (and each child is one).
     let forced = T::PARALLELISM == crate::target::SeedParallelism::ChildProcesses;
     let isolate = seeds_total > 1 && (args.isolate || forced || T::isolate_by_default(args.profile()));
     let summary = if isolate {
-        isolated_swarm::<T>(context, &options, &bar, |failure| on_failure(failure, &bar))
+        isolated_swarm::<T>(context, &options, &tick, |failure| on_failure(failure, &bar))
     } else {
         run_swarm::<T>(&options, |outcome| {
             if let Some(failure) = &outcome.failure {
@@ -77,7 +98,7 @@ pub(super) fn swarm_mode<T: Target>(context: &Context<'_>) -> u8 {
                 }
                 on_failure(failure, &bar);
             }
-            bar.inc(1);
+            tick();
         })
     };
     bar.finish_and_clear();
@@ -123,7 +144,7 @@ fn replay_commands(context: &Context<'_>, summary: &SwarmSummary) -> BTreeMap<u6
 fn isolated_swarm<T: Target>(
     context: &Context<'_>,
     options: &SwarmOptions,
-    bar: &ProgressBar,
+    tick: &dyn Fn(),
     mut on_failure: impl FnMut(&Failure),
 ) -> SwarmSummary {
     let args = context.args;
@@ -152,7 +173,7 @@ fn isolated_swarm<T: Target>(
                 on_failure(failure);
             }
             summary.merge(&child);
-            bar.inc(1);
+            tick();
             if options.stop_on_failure && !child.failures.is_empty() {
                 return summary;
             }

@@ -250,3 +250,20 @@ fn read_json(path: &Path) -> Value {
     let bytes = RealEnv::new().open(path, OpenOptions::read()).and_then(|file| file.read_all()).expect("readable");
     serde_json::from_slice(&bytes).expect("JSON")
 }
+
+#[test]
+fn a_swarm_whose_stderr_is_not_a_terminal_prints_progress_lines() {
+    // The test's stderr is a pipe: the bar is hidden, and plain lines take its place.
+    let every_seed = testbed(&["--seeds", "0..7", "--steps", "10", "--progress-seconds", "0"]);
+    assert_eq!(every_seed.code, Some(1), "{}", every_seed.stderr);
+    let lines: Vec<&str> = every_seed.stderr.lines().filter(|line| line.starts_with("swarm progress: ")).collect();
+    assert_eq!(lines.len(), 7, "one line per seed: {}", every_seed.stderr);
+    assert!(lines[6].starts_with("swarm progress: 7/7 seeds, 1 failed, "), "{}", lines[6]);
+    assert!(!every_seed.stdout.contains("swarm progress"), "progress stays off stdout: {}", every_seed.stdout);
+    // The default interval (10 s) prints the first seed's line and no more in a run this short.
+    let default = testbed(&["--seeds", "0..7", "--steps", "10", "--json"]);
+    let count = default.stderr.lines().filter(|line| line.starts_with("swarm progress: ")).count();
+    assert_eq!(count, 1, "{}", default.stderr);
+    assert!(default.stderr.contains("swarm progress: 1/7 seeds, 0 failed, "), "{}", default.stderr);
+    one_object(&default);
+}
