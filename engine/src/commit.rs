@@ -110,6 +110,7 @@ pub(crate) fn submit<E: Env>(
         return Err(error);
     }
     state.next_sequence = last + 1;
+    state.commit_count += 1;
     let (wal_number, end_offset) = (state.wal.number(), state.wal.end_offset());
     // Canary: acknowledge before the record is synced.
     let unsynced = inner.options.sync_mode == SyncMode::NoSync || crate::canary::active("unsynced-ack");

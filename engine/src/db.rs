@@ -30,6 +30,10 @@ pub struct Stats {
     pub pending_commits: usize,
     pub block_cache_hits: u64,
     pub block_cache_misses: u64,
+    /// Commits appended to the log since open (blind writes and transactions with writes).
+    pub commits: u64,
+    /// How long each shared lock has been held since open: zero unless [`Options::lock_timing`] is on (ADR-0119).
+    pub lock_holds: crate::LockHolds,
 }
 
 /// An open database. Cheap to clone; `Send + Sync` when the environment is.
@@ -254,6 +258,8 @@ impl<E: Env> Db<E> {
             pending_commits: state.pending_commits.len(),
             block_cache_hits: self.inner.cache.hits(),
             block_cache_misses: self.inner.cache.misses(),
+            commits: state.commit_count,
+            lock_holds: self.inner.lock_holds(),
         }
     }
 
