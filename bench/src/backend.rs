@@ -58,6 +58,19 @@ pub trait Backend: Send + Sync {
     fn flush(&self) -> BResult<()>;
     /// Where the data lives, e.g. SSTables per level.
     fn layout(&self) -> String;
+    /// Commits so far and how long each shared lock was held, where the engine counts them (holdfast with
+    /// `--lock-hold`, ADR-0119); `None` elsewhere.
+    fn lock_sample(&self) -> Option<LockSample> {
+        None
+    }
+}
+
+/// Cumulative counters since open: the difference of two samples is what happened between them.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LockSample {
+    pub commits: u64,
+    /// (acquisitions, held ns) of the writer, registry and view locks.
+    pub locks: [(u64, u64); 3],
 }
 
 /// Opens a backend in a directory; `true` for synced commits.

@@ -46,6 +46,45 @@ pub struct Row {
     /// (caches, memtables). None where Linux does not offer it, and in results from before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak_rss_kib: Option<u64>,
+    /// `--lock-hold`: the serial part of a commit, over every run of the row (warm-ups included), where the engine
+    /// counts it (holdfast, ADR-0119).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock_hold: Option<LockHoldRow>,
+}
+
+/// Lock hold time per commit: every commit takes these locks, so `1 / writer_ns_per_commit` commits per
+/// nanosecond is the most any number of cores can commit (Amdahl), whatever else they do in parallel.
+#[derive(Serialize, Deserialize, Clone, Debug, Default)]
+pub struct LockHoldRow {
+    pub commits: u64,
+    pub writer_ns_per_commit: f64,
+    pub writer_acquisitions_per_commit: f64,
+    pub registry_ns_per_commit: f64,
+    pub registry_acquisitions_per_commit: f64,
+    pub view_ns_per_commit: f64,
+    pub view_acquisitions_per_commit: f64,
+}
+
+impl LockHoldRow {
+    /// What happened between two samples; `None` when no commit did.
+    fn between(before: backend::LockSample, after: backend::LockSample) -> Option<Self> {
+        let commits = after.commits.saturating_sub(before.commits);
+        let delta = |lock: usize| {
+            let ((a0, h0), (a1, h1)) = (before.locks[lock], after.locks[lock]);
+            (a1.saturating_sub(a0) as f64 / commits as f64, h1.saturating_sub(h0) as f64 / commits as f64)
+        };
+        let ((writer_acq, writer_ns), (registry_acq, registry_ns), (view_acq, view_ns)) =
+            (delta(0), delta(1), delta(2));
+        (commits > 0).then_some(Self {
+            commits,
+            writer_ns_per_commit: writer_ns,
+            writer_acquisitions_per_commit: writer_acq,
+            registry_ns_per_commit: registry_ns,
+            registry_acquisitions_per_commit: registry_acq,
+            view_ns_per_commit: view_ns,
+            view_acquisitions_per_commit: view_acq,
+        })
+    }
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default)]
@@ -140,6 +179,8 @@ USAGE: cargo run --release --manifest-path bench/Cargo.toml -- [--quick] [OPTION
   --out FILE            results JSON (default bench/results/<date>-<machine>.json)
   --no-readme           do not rewrite bench/README.md's results section and charts
   --report FILE         only regenerate README table and SVG charts from a results JSON
+  --lock-hold           holdfast counts how long each commit holds its writer, registry and view locks (two clock
+                        reads per lock taken, so throughput is a little lower): rows get lock_hold, ns per commit
 ";
 
 fn bench_dir() -> PathBuf {
@@ -195,6 +236,8 @@ fn parse_args() -> Args {
             "--data-dir" => a.data_dir = PathBuf::from(next(&mut i)),
             "--out" => a.out = Some(PathBuf::from(next(&mut i))),
             "--no-readme" => a.write_readme = false,
+            #[cfg(feature = "holdfast")]
+            "--lock-hold" => backends::holdfast::LOCK_TIMING.store(true, std::sync::atomic::Ordering::Relaxed),
             "--report" => a.report_only = Some(PathBuf::from(next(&mut i))),
             "-h" | "--help" => {
                 print!("{HELP}");
@@ -450,6 +493,19 @@ fn print_row(r: &Row) {
         )),
         _ => {}
     }
+    if let Some(h) = &r.lock_hold {
+        log(&format!(
+            "    lock hold per commit over {} commits: writer {:.0} ns ({:.2} takes), registry {:.0} ns ({:.2}), \
+             view {:.0} ns ({:.2})",
+            h.commits,
+            h.writer_ns_per_commit,
+            h.writer_acquisitions_per_commit,
+            h.registry_ns_per_commit,
+            h.registry_acquisitions_per_commit,
+            h.view_ns_per_commit,
+            h.view_acquisitions_per_commit
+        ));
+    }
 }
 
 /// One engine in one durability mode: bulk-load runs, then every timed workload on the loaded data.
@@ -545,6 +601,7 @@ fn session(spec: &EngineSpec, synced: bool, args: &Args, workloads: &[Workload],
                 continue;
             }
             let layout = b.layout();
+            let sample_before = b.lock_sample();
             let reset = reset_peak_rss();
             let t0 = Instant::now();
             let runs = catch(|| {
@@ -558,6 +615,7 @@ fn session(spec: &EngineSpec, synced: bool, args: &Args, workloads: &[Workload],
             };
             row.layout = Some(layout);
             row.peak_rss_kib = peak_rss_kib(reset);
+            row.lock_hold = sample_before.zip(b.lock_sample()).and_then(|(s0, s1)| LockHoldRow::between(s0, s1));
             push(rows, row);
             if t0.elapsed() > (args.warmup + args.duration) * (args.runs as u32) * 20 {
                 log(&format!("{}: {} ran far over its budget", spec.name, w.name()));

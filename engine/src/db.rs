@@ -30,6 +30,10 @@ pub struct Stats {
     pub pending_commits: usize,
     pub block_cache_hits: u64,
     pub block_cache_misses: u64,
+    /// Commits appended to the log since open (blind writes and transactions with writes).
+    pub commits: u64,
+    /// How long each shared lock has been held since open: zero unless [`Options::lock_timing`] is on (ADR-0119).
+    pub lock_holds: crate::LockHolds,
 }
 
 /// An open database. Cheap to clone; `Send + Sync` when the environment is.
@@ -116,13 +120,14 @@ impl<E: Env> Db<E> {
     pub(crate) fn write_batch(&self, writes: Vec<BatchWrite>) -> Result<Sequence> {
         assert!(!writes.is_empty(), "empty batch");
         self.wait_for_stall()?;
+        let prepared = crate::commit::prepare(writes);
         let ticket = {
             let mut state = self.inner.state();
             self.inner.check_writable()?;
             // A blind write reads nothing: its snapshot may include every submitted commit (no false ww aborts).
             let snapshot = state.next_sequence - 1;
             let txn = crate::commit::track(&self.inner, &mut self.inner.registry(), snapshot, false)?;
-            crate::commit::submit(&self.inner, &mut state, writes, txn, None)?
+            crate::commit::submit(&self.inner, &mut state, prepared, txn, None)?
         };
         // Joins the same batches as transactions: waits for the one sync that covers its record.
         crate::commit::wait_for_commit(&self.inner, &ticket)?;
@@ -254,6 +259,8 @@ impl<E: Env> Db<E> {
             pending_commits: state.pending_commits.len(),
             block_cache_hits: self.inner.cache.hits(),
             block_cache_misses: self.inner.cache.misses(),
+            commits: state.commit_count,
+            lock_holds: self.inner.lock_holds(),
         }
     }
 

@@ -45,6 +45,10 @@ pub struct Options {
     /// at least one write of the largest key and value ([`Options::single_write_payload_bytes`]), at most
     /// [`crate::wal::RECORD_PAYLOAD_BYTES_MAX`], the format's limit and the default.
     pub record_payload_bytes_max: usize,
+    /// Count how long the writer, registry and view locks are held ([`crate::Stats::lock_holds`], ADR-0119): two
+    /// clock reads per lock taken. Off by default; never on in simulation (`SimEnv`'s clock reads are part of a
+    /// run's schedule).
+    pub lock_timing: bool,
 }
 
 /// The longest group-commit gather pause [`Options::validate`] accepts: 10 ms.
@@ -68,6 +72,7 @@ impl Default for Options {
             key_size_bytes_max: crate::types::KEY_SIZE_BYTES_MAX,
             value_size_bytes_max: crate::types::VALUE_SIZE_BYTES_MAX,
             record_payload_bytes_max: crate::wal::RECORD_PAYLOAD_BYTES_MAX,
+            lock_timing: false,
         }
     }
 }
@@ -152,6 +157,11 @@ impl Options {
     pub fn with_level_size_ratio(mut self, ratio: u64) -> Self {
         assert!(ratio >= 2, "level size ratio below 2");
         self.level_size_ratio = ratio;
+        self
+    }
+
+    pub fn with_lock_timing(mut self, on: bool) -> Self {
+        self.lock_timing = on;
         self
     }
 

@@ -112,6 +112,7 @@ pub(crate) fn open<E: Env>(env: E, dir: &Path, options: Options) -> Result<Arc<I
         pending_outputs: BTreeSet::new(),
         flush_count: 0,
         compaction_count: 0,
+        commit_count: 0,
     };
     let inner = Arc::new(Inner::new(env, dir.to_path_buf(), options, cache, state, lock));
     install_recovered(&inner, &replay.memtable)?;

@@ -6,11 +6,12 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use env::{Env, TaskHandle};
 
 use crate::error::{Error, Result};
+use crate::lock_meter::{LockHolds, LockMeter, Metered};
 use crate::manifest::FILE_NUMBER_MAX;
 use crate::memtable::Memtable;
 use crate::options::Options;
@@ -98,6 +99,8 @@ pub(crate) struct State<E: Env> {
     pub(crate) pending_outputs: BTreeSet<u64>,
     pub(crate) flush_count: u64,
     pub(crate) compaction_count: u64,
+    /// Commits appended to the log (blind writes and transactions), for the per-commit lock figures.
+    pub(crate) commit_count: u64,
 }
 
 impl<E: Env> State<E> {
@@ -195,6 +198,17 @@ pub(crate) struct Inner<E: Env> {
     poisoned: Mutex<Option<Error>>,
     pub(crate) closed: ClosedFlag,
     pub(crate) lock: Mutex<Option<E::Lock>>,
+    /// How long the writer, registry and view locks are held (ADR-0119); counted only with
+    /// `Options::lock_timing`.
+    meters: LockMeters,
+}
+
+/// One [`LockMeter`] per shared lock.
+#[derive(Debug, Default)]
+struct LockMeters {
+    writer: LockMeter,
+    registry: LockMeter,
+    view: LockMeter,
 }
 
 impl<E: Env> Inner<E> {
@@ -220,21 +234,31 @@ impl<E: Env> Inner<E> {
             poisoned: Mutex::new(None),
             closed,
             lock: Mutex::new(Some(lock)),
+            meters: LockMeters::default(),
         }
     }
 
     /// The writer lock: held across log appends, rotations and manifest installs, never by a reader.
-    pub(crate) fn state(&self) -> MutexGuard<'_, State<E>> {
-        self.state.lock().expect("engine state poisoned by a panic")
+    pub(crate) fn state(&self) -> Metered<'_, State<E>, E> {
+        let guard = self.state.lock().expect("engine state poisoned by a panic");
+        Metered::new(guard, &self.env, &self.meters.writer, self.options.lock_timing)
     }
 
     /// The registry lock: the conflict tracker and the live snapshots. No IO under it.
-    pub(crate) fn registry(&self) -> MutexGuard<'_, Registry> {
-        self.registry.lock().expect("transaction registry poisoned by a panic")
+    pub(crate) fn registry(&self) -> Metered<'_, Registry, E> {
+        let guard = self.registry.lock().expect("transaction registry poisoned by a panic");
+        Metered::new(guard, &self.env, &self.meters.registry, self.options.lock_timing)
     }
 
-    fn published(&self) -> MutexGuard<'_, Published<E::File>> {
-        self.view.lock().expect("read view poisoned by a panic")
+    fn published(&self) -> Metered<'_, Published<E::File>, E> {
+        let guard = self.view.lock().expect("read view poisoned by a panic");
+        Metered::new(guard, &self.env, &self.meters.view, self.options.lock_timing)
+    }
+
+    /// How long each shared lock has been held so far (all zero unless `Options::lock_timing` is on).
+    pub(crate) fn lock_holds(&self) -> LockHolds {
+        let meters = &self.meters;
+        LockHolds { writer: meters.writer.read(), registry: meters.registry.read(), view: meters.view.read() }
     }
 
     /// Publish the writer's memtables, version and last sequence to readers. Under the writer lock (so

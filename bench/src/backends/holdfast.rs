@@ -2,11 +2,15 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use engine::{Db, Options, SyncMode, Transaction};
 use env::RealEnv;
 
-use crate::backend::{BErr, BResult, Backend, EngineSpec, TxBody, TxOps};
+use crate::backend::{BErr, BResult, Backend, EngineSpec, LockSample, TxBody, TxOps};
+
+/// `--lock-hold`: open with `Options::lock_timing` (ADR-0119). Set once by the argument parser, before any open.
+pub static LOCK_TIMING: AtomicBool = AtomicBool::new(false);
 
 pub struct Holdfast {
     db: Db<RealEnv>,
@@ -70,6 +74,18 @@ impl Backend for Holdfast {
             s.compaction_count
         )
     }
+    fn lock_sample(&self) -> Option<LockSample> {
+        self.sample()
+    }
+}
+
+impl Holdfast {
+    fn sample(&self) -> Option<LockSample> {
+        let stats = self.db.stats();
+        let holds = stats.lock_holds;
+        let locks = [holds.writer, holds.registry, holds.view].map(|hold| (hold.acquisitions, hold.held_ns));
+        LOCK_TIMING.load(Ordering::Relaxed).then_some(LockSample { commits: stats.commits, locks })
+    }
 }
 
 impl Drop for Holdfast {
@@ -86,7 +102,12 @@ pub fn spec() -> EngineSpec {
         isolation: "serializable (SSI, optimistic)",
         open: Arc::new(|dir: &Path, synced: bool| {
             let mode = if synced { SyncMode::Sync } else { SyncMode::NoSync };
-            let db = Db::open(RealEnv::new(), dir, Options::default().with_sync_mode(mode)).map_err(map)?;
+            let db = Db::open(
+                RealEnv::new(),
+                dir,
+                Options::default().with_sync_mode(mode).with_lock_timing(LOCK_TIMING.load(Ordering::Relaxed)),
+            )
+            .map_err(map)?;
             Ok(Arc::new(Holdfast { db, synced }) as Arc<dyn Backend>)
         }),
     }

@@ -8,6 +8,7 @@ mod disk_full;
 mod gc_snapshots;
 mod isolation;
 mod layers;
+mod lock_holds;
 mod model;
 mod persistence;
 mod probes;

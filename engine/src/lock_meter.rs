@@ -1,0 +1,136 @@
+//! How long each of the engine's shared locks is held, for the serial-fraction measurement of issue 27
+//! (ADR-0119): every commit takes the writer lock, and the time it holds it bounds how far commits can scale
+//! (Amdahl). Off by default ([`crate::Options::lock_timing`]): a lock then costs one branch more and no clock
+//! read. On, each acquisition reads [`Env::now`] twice and adds to two relaxed atomic counters.
+//! Never on in simulation: `SimEnv::now` draws from the run's clock stream, so it would change the schedule.
+
+use std::ops::{Deref, DerefMut};
+use std::sync::MutexGuard;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use env::Env;
+
+/// One lock's acquisitions and the total time they held it, as [`crate::Db::stats`] reports them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LockHold {
+    pub acquisitions: u64,
+    pub held_ns: u64,
+}
+
+impl LockHold {
+    /// What happened between `earlier` and `self` (both read from the same database).
+    pub fn since(self, earlier: LockHold) -> LockHold {
+        LockHold {
+            acquisitions: self.acquisitions.saturating_sub(earlier.acquisitions),
+            held_ns: self.held_ns.saturating_sub(earlier.held_ns),
+        }
+    }
+}
+
+/// The locks every commit takes (ADR-0082): writer, registry, view. All zero unless
+/// [`crate::Options::lock_timing`] is on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LockHolds {
+    pub writer: LockHold,
+    pub registry: LockHold,
+    pub view: LockHold,
+}
+
+impl LockHolds {
+    /// What happened between `earlier` and `self`.
+    pub fn since(self, earlier: LockHolds) -> LockHolds {
+        LockHolds {
+            writer: self.writer.since(earlier.writer),
+            registry: self.registry.since(earlier.registry),
+            view: self.view.since(earlier.view),
+        }
+    }
+}
+
+/// The counters of one lock.
+#[derive(Debug, Default)]
+pub(crate) struct LockMeter {
+    acquisitions: AtomicU64,
+    held_ns: AtomicU64,
+}
+
+impl LockMeter {
+    pub(crate) fn read(&self) -> LockHold {
+        LockHold {
+            acquisitions: self.acquisitions.load(Ordering::Relaxed),
+            held_ns: self.held_ns.load(Ordering::Relaxed),
+        }
+    }
+
+    fn add(&self, held: Duration) {
+        self.acquisitions.fetch_add(1, Ordering::Relaxed);
+        let held_ns = u64::try_from(held.as_nanos()).unwrap_or(u64::MAX);
+        self.held_ns.fetch_add(held_ns, Ordering::Relaxed);
+    }
+}
+
+/// A lock guard that, when timing is on, adds how long it was held to its meter when dropped.
+pub(crate) struct Metered<'a, T, E: Env> {
+    guard: MutexGuard<'a, T>,
+    /// The clock, the meter and when the lock was taken; `None` when timing is off.
+    timing: Option<(&'a E, &'a LockMeter, Duration)>,
+}
+
+impl<'a, T, E: Env> Metered<'a, T, E> {
+    /// `guard`, just taken; timed against `meter` when `timing` is on.
+    pub(crate) fn new(guard: MutexGuard<'a, T>, env: &'a E, meter: &'a LockMeter, timing: bool) -> Self {
+        let timing = timing.then(|| (env, meter, env.now()));
+        Self { guard, timing }
+    }
+}
+
+impl<T, E: Env> Deref for Metered<'_, T, E> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.guard
+    }
+}
+
+impl<T, E: Env> DerefMut for Metered<'_, T, E> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.guard
+    }
+}
+
+impl<T, E: Env> Drop for Metered<'_, T, E> {
+    /// Runs before the guard field is dropped: the clock is read while the lock is still held.
+    fn drop(&mut self) {
+        if let Some((env, meter, since)) = self.timing {
+            meter.add(env.now().saturating_sub(since));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    /// Off: nothing is counted. On: every acquisition is, with the clock's time between take and drop.
+    #[test]
+    fn counts_only_when_timing_is_on() {
+        let env = env::SimEnv::new(1);
+        let (lock, meter) = (Mutex::new(0u32), LockMeter::default());
+        drop(Metered::new(lock.lock().unwrap(), &env, &meter, false));
+        assert_eq!(meter.read(), LockHold::default());
+        let start = env.now();
+        {
+            let mut held = Metered::new(lock.lock().unwrap(), &env, &meter, true);
+            *held += 1;
+            env.sleep(Duration::from_micros(7));
+        }
+        let elapsed_ns = u64::try_from((env.now() - start).as_nanos()).unwrap();
+        let hold = meter.read();
+        assert_eq!((hold.acquisitions, *lock.lock().unwrap()), (1, 1));
+        assert!(hold.held_ns >= 7_000 && hold.held_ns <= elapsed_ns, "{hold:?} of {elapsed_ns} ns");
+        assert_eq!(hold.since(LockHold { acquisitions: 1, held_ns: 1000 }).held_ns, hold.held_ns - 1000);
+    }
+}
