@@ -118,7 +118,7 @@ const REQUIRED_FIELDS: &[(&str, &str)] = &[
 ];
 
 /// The fields a seed file may have.
-const OPTIONAL_FIELDS: &[&str] = &["canary", "digest"];
+const OPTIONAL_FIELDS: &[&str] = &["canary", "digest", "reproduces_on", "not_on"];
 
 fn type_matches(value: &serde_json::Value, expected: &str) -> bool {
     match expected {
@@ -236,6 +236,15 @@ mod tests {
     fn round_trips() {
         let text = sample().to_json();
         assert_eq!(SeedFile::parse(Path::new("a.json"), &text), Ok(sample()));
+        // ADR-0112's labels are written only when non-empty, and must read back (they were unknown fields).
+        let labelled = SeedFile {
+            reproduces_on: vec!["posix".into()],
+            not_on: vec!["page".into(), "ext4-ordered".into()],
+            ..sample()
+        };
+        let text = labelled.to_json();
+        assert!(text.contains("\"reproduces_on\"") && text.contains("\"not_on\""), "{text}");
+        assert_eq!(SeedFile::parse(Path::new("a.json"), &text), Ok(labelled));
     }
 
     #[test]
