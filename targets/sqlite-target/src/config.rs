@@ -99,18 +99,25 @@ impl Cell {
     ///   addition that the directory containing a rollback journal is synced after that journal is unlinked to
     ///   commit a transaction in DELETE mode. EXTRA provides additional durability if the commit is followed
     ///   closely by a power loss"). DELETE + EXTRA: durable.
-    /// * TRUNCATE, PERSIST + NORMAL: consistency, the last commit may be lost (NORMAL "will still sync at the
-    ///   most critical moments, but less often than in FULL mode"). + FULL/EXTRA: durable (FULL "ensures that
-    ///   all content is safely written to the disk surface prior to continuing"; the commit is the journal's
-    ///   truncation or zeroed header, synced).
+    /// * TRUNCATE + NORMAL: consistency, the last commit may be lost (NORMAL "will still sync at the most
+    ///   critical moments, but less often than in FULL mode"; SQLite 3.50.2's `pager_end_transaction` syncs the
+    ///   journal's truncation, which commits, only `if( rc==SQLITE_OK && pPager->fullSync )`). + FULL/EXTRA:
+    ///   durable (FULL "ensures that all content is safely written to the disk surface prior to continuing").
+    /// * PERSIST + NORMAL, FULL, EXTRA: durable. The documentation says no more for NORMAL than for TRUNCATE, but
+    ///   SQLite's code is stricter (ADR-0118): the commit is `zeroJournalHdr`, which syncs the zeroed header
+    ///   `if( rc==SQLITE_OK && !pPager->noSync )`, and `noSync` is set only by `synchronous=OFF`; the database
+    ///   file was synced before it (`sqlite3PagerCommitPhaseOne`, `if( !noSync )`). So an acknowledged commit
+    ///   is on the disk surface under NORMAL too.
     pub fn promise(self) -> Promise {
         match (self.journal_mode, self.synchronous) {
             (_, Synchronous::Off) => Promise::Nothing,
             (JournalMode::Wal, Synchronous::Normal) => Promise::Consistent(LossBound::SinceCheckpoint),
-            (JournalMode::Wal, _) => Promise::Durable,
+            (JournalMode::Wal | JournalMode::Persist, _) => Promise::Durable,
             (JournalMode::Delete, Synchronous::Extra) => Promise::Durable,
-            (JournalMode::Delete, _) | (_, Synchronous::Normal) => Promise::Consistent(LossBound::LastCommit),
-            (JournalMode::Truncate | JournalMode::Persist, _) => Promise::Durable,
+            (JournalMode::Delete, _) | (JournalMode::Truncate, Synchronous::Normal) => {
+                Promise::Consistent(LossBound::LastCommit)
+            }
+            (JournalMode::Truncate, _) => Promise::Durable,
         }
     }
 }
@@ -337,10 +344,12 @@ mod tests {
         assert_eq!(cell(JournalMode::Delete, Synchronous::Full), Promise::Consistent(LossBound::LastCommit));
         assert_eq!(cell(JournalMode::Delete, Synchronous::Extra), Promise::Durable);
         assert_eq!(cell(JournalMode::Truncate, Synchronous::Full), Promise::Durable);
-        assert_eq!(cell(JournalMode::Persist, Synchronous::Normal), Promise::Consistent(LossBound::LastCommit));
+        assert_eq!(cell(JournalMode::Truncate, Synchronous::Normal), Promise::Consistent(LossBound::LastCommit));
+        // ADR-0118: zeroJournalHdr syncs the commit under NORMAL (only synchronous=OFF sets noSync).
+        assert_eq!(cell(JournalMode::Persist, Synchronous::Normal), Promise::Durable);
         assert!(JournalMode::ALL.iter().all(|&mode| cell(mode, Synchronous::Off) == Promise::Nothing));
         let durable = Cell::all().into_iter().filter(|cell| cell.promise() == Promise::Durable).count();
-        assert_eq!(durable, 7, "WAL FULL/EXTRA, DELETE EXTRA, TRUNCATE and PERSIST FULL/EXTRA");
+        assert_eq!(durable, 8, "WAL FULL/EXTRA, DELETE EXTRA, TRUNCATE FULL/EXTRA, PERSIST NORMAL/FULL/EXTRA");
     }
 
     #[test]

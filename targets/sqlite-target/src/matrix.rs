@@ -1,6 +1,6 @@
-//! The guarantee matrix (ADR-0079): a swarm per (journal_mode, synchronous) cell under `assumed`, what
-//! survived each power cut, compared with SQLite's documented promise; every disagreement shrunk and pinned as a
-//! seed. Built on the framework's public API: [`holdfast::run_configured`] with a fixed cell,
+//! The guarantee matrix (ADR-0079, ADR-0118): a swarm per (journal_mode, synchronous) cell under `assumed` and one
+//! persistence model (ADR-0109), what survived each power cut, compared with SQLite's promise; every disagreement
+//! shrunk and pinned as a seed. Built on the framework's public API: [`holdfast::run_configured`] with a fixed cell,
 //! [`holdfast::SwarmSummary`], [`holdfast::shrink::shrink_schedule`], and `corpus` seed files. Everything is read
 //! from structured outcomes (coverage counters, failure signatures), never from printed text.
 
@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::ops::Range;
 
-use holdfast::env::RealEnv;
 use holdfast::env::fs::Fs;
+use holdfast::env::{DiskModel, Persistence, RealEnv};
 use holdfast::swarm::required_coverage;
 use holdfast::{FaultProfile, OutcomeOf, RunOptions, SwarmSummary, Target, WorldConfig, corpus, run_configured};
 
@@ -51,6 +51,8 @@ impl Tally {
 #[derive(Clone, Debug)]
 pub struct CellResult {
     pub cell: Cell,
+    /// The persistence model every seed of the cell ran under.
+    pub persistence: Persistence,
     pub summary: SwarmSummary,
     pub lost_commits: Tally,
     pub partial_transactions: Tally,
@@ -71,16 +73,22 @@ impl CellResult {
         if names.is_empty() { "no (not pinned)".into() } else { names.join(", ") }
     }
 
+    /// How many failing invariants have no pinned seed.
+    pub fn unpinned(&self) -> usize {
+        self.findings.keys().filter(|invariant| !self.pinned.contains_key(*invariant)).count()
+    }
+
     fn pinned_for(&self, prefixes: &[&str]) -> Option<&String> {
         self.pinned.iter().find(|(invariant, _)| prefixes.iter().any(|p| invariant.starts_with(p))).map(|(_, n)| n)
     }
 }
 
-/// Run `seeds` in `cell` under `assumed`, one seed at a time (SQLite's PRNG is process-wide).
-pub fn run_cell(cell: Cell, seeds: Range<u64>, options: &RunOptions) -> CellResult {
+/// Run `seeds` in `cell` under `assumed` and `persistence`, one seed at a time (SQLite's PRNG is process-wide).
+pub fn run_cell(cell: Cell, persistence: Persistence, seeds: Range<u64>, options: &RunOptions) -> CellResult {
     let menu = assumed_menu();
     let mut result = CellResult {
         cell,
+        persistence,
         summary: SwarmSummary::for_target::<SqliteTarget>(),
         lost_commits: Tally::default(),
         partial_transactions: Tally::default(),
@@ -89,7 +97,8 @@ pub fn run_cell(cell: Cell, seeds: Range<u64>, options: &RunOptions) -> CellResu
         pinned: BTreeMap::new(),
     };
     for seed in seeds {
-        let world = WorldConfig::from_seed(seed, FaultProfile::Assumed, &menu);
+        let mut world = WorldConfig::from_seed(seed, FaultProfile::Assumed, &menu);
+        world.disk = DiskModel::with_persistence(persistence);
         let config = SqliteConfig::in_cell(seed, cell);
         let outcome = run_configured::<SqliteTarget>(seed, world, config, options);
         let coverage = &outcome.coverage;
@@ -106,10 +115,65 @@ pub fn run_cell(cell: Cell, seeds: Range<u64>, options: &RunOptions) -> CellResu
     result
 }
 
-/// The seed name of a finding: `<mode>-<sync>-<invariant>`.
-pub fn seed_name(cell: Cell, invariant: &str) -> String {
+/// The seed name of a finding: `<mode>-<sync>-<invariant>` under `posix` (the names the matrix always had),
+/// `<model>-<mode>-<sync>-<invariant>` under another model.
+pub fn seed_name(cell: Cell, persistence: Persistence, invariant: &str) -> String {
     let invariant = invariant.replace(['.', '_'], "-");
-    format!("{}-{}-{invariant}", cell.journal_mode.sql(), cell.synchronous.sql()).to_lowercase()
+    let name = format!("{}-{}-{invariant}", cell.journal_mode.sql(), cell.synchronous.sql()).to_lowercase();
+    match persistence {
+        Persistence::Posix => name,
+        model => format!("{}-{name}", model.name()),
+    }
+}
+
+/// The matrix file of a model: `MATRIX.md` for `posix` (as before the models existed), `MATRIX-<model>.md` else.
+pub fn matrix_file_name(persistence: Persistence) -> String {
+    match persistence {
+        Persistence::Posix => "MATRIX.md".into(),
+        model => format!("MATRIX-{}.md", model.name()),
+    }
+}
+
+/// The command that writes (or, with `extra` = ` --cells durable --check`, checks) a model's matrix.
+pub fn matrix_command(persistence: Persistence, seeds: &Range<u64>, extra: &str) -> String {
+    let model = match persistence {
+        Persistence::Posix => String::new(),
+        model => format!(" --persistence {}", model.name()),
+    };
+    format!(
+        "cargo run --release -p sqlite-target --bin sqlite-matrix -- --seeds {}..{}{model}{extra}",
+        seeds.start, seeds.end
+    )
+}
+
+/// Record, for each finding of `result`, the seed already pinned for it in `dir` (`--check`: nothing is shrunk
+/// or written). A file of the finding's name must expect the finding's invariant to fail, in the same cell and
+/// persistence model; a file that does not is an error, a missing file leaves the finding unpinned.
+pub fn find_pinned(result: &mut CellResult, dir: &std::path::Path) -> Result<(), String> {
+    for invariant in result.findings.keys() {
+        let name = seed_name(result.cell, result.persistence, invariant);
+        let path = dir.join(format!("{name}.json"));
+        if !Fs::new(RealEnv::new()).exists(&path).map_err(|error| format!("{}: {error}", path.display()))? {
+            continue;
+        }
+        let seed = holdfast::seeds::read_seed_file(&path)?;
+        let expects = matches!(&seed.expect, corpus::Expectation::Fail(signature) if signature.invariant == *invariant);
+        let schedule = holdfast::schedule::parse_schedule_value::<SqliteTarget>(seed.schedule)
+            .map_err(|error| format!("{}: {error}", path.display()))?;
+        let model = schedule.world.disk.persistence;
+        if !expects || schedule.config.cell != result.cell || model != result.persistence {
+            return Err(format!(
+                "{}: pins {:?} in {} under {model}, not a failing {invariant} in {} under {}",
+                path.display(),
+                seed.expect,
+                schedule.config.cell,
+                result.cell,
+                result.persistence
+            ));
+        }
+        result.pinned.insert(invariant.clone(), name);
+    }
+    Ok(())
 }
 
 /// Shrink each finding of `result` and write it to `dir` as a seed file that expects the failure.
@@ -119,13 +183,15 @@ pub fn pin_findings(result: &mut CellResult, dir: &std::path::Path) -> Result<()
     for (invariant, outcome) in &result.findings {
         let options = RunOptions::default();
         let shrunk = holdfast::shrink::shrink_schedule::<SqliteTarget>(&outcome.schedule, &options, SHRINK_BUDGET_MAX)?;
-        let name = seed_name(result.cell, invariant);
+        let name = seed_name(result.cell, result.persistence, invariant);
         let description = format!(
-            "{}: {} in cell {} ({}), found by seed {} of the guarantee matrix, shrunk to {} steps",
+            "{}: {} in cell {} ({}) under persistence model {}, found by seed {} of the guarantee matrix, shrunk \
+             to {} steps",
             SqliteTarget::NAME,
             shrunk.signature,
             result.cell,
             result.cell.promise(),
+            result.persistence,
             outcome.seed,
             shrunk.steps_after
         );
@@ -157,17 +223,21 @@ pub fn pin_findings(result: &mut CellResult, dir: &std::path::Path) -> Result<()
     Ok(())
 }
 
-/// The matrix as markdown: one table, one row per cell.
-pub fn render(results: &[CellResult], command: &str) -> String {
+/// The matrix of one persistence model as markdown: one table, one row per cell.
+pub fn render(results: &[CellResult], persistence: Persistence, command: &str) -> String {
     let mut text = String::new();
-    let _ = writeln!(text, "# SQLite's power-loss guarantees under the simulator\n");
-    let _ = writeln!(text, "Generated by `{command}` (profile `assumed`; ADR-0079, ADR-0080). Do not edit by hand.\n");
+    let _ = writeln!(text, "# SQLite's power-loss guarantees under the simulator: persistence model `{persistence}`\n");
+    let _ = writeln!(
+        text,
+        "Generated by `{command}` (persistence model `{persistence}`, ADR-0109; profile `assumed`; ADR-0079, \
+         ADR-0080, ADR-0118). Do not edit by hand.\n"
+    );
     let _ = writeln!(
         text,
         "Columns: seeds run; acknowledged commits lost after a power cut (summed; first seed); partial \
          transactions seen; integrity failures (`PRAGMA integrity_check`, or SQLite reporting corruption); the \
-         promise of SQLite's documentation (atomiccommit.html, pragma.html#pragma_synchronous, wal.html); \
-         whether the cell agrees (`yes`, or the pinned seed in `seeds/sqlite/` that shows the disagreement).\n"
+         promise of SQLite's documentation (atomiccommit.html, pragma.html#pragma_synchronous, wal.html) and \
+         code (ADR-0118); whether the cell agrees (`yes`, or the pinned seed in `seeds/sqlite/` that shows the disagreement).\n"
     );
     let _ = writeln!(
         text,
@@ -209,4 +279,59 @@ pub fn render(results: &[CellResult], command: &str) -> String {
         }
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{JournalMode, Synchronous};
+
+    const PERSIST_NORMAL: Cell = Cell { journal_mode: JournalMode::Persist, synchronous: Synchronous::Normal };
+
+    #[test]
+    fn posix_keeps_its_names_and_other_models_are_named() {
+        let invariant = "structural.integrity_check";
+        assert_eq!(
+            seed_name(PERSIST_NORMAL, Persistence::Posix, invariant),
+            "persist-normal-structural-integrity-check"
+        );
+        assert_eq!(
+            seed_name(PERSIST_NORMAL, Persistence::Ext4Ordered, invariant),
+            "ext4-ordered-persist-normal-structural-integrity-check"
+        );
+        assert_eq!(matrix_file_name(Persistence::Posix), "MATRIX.md");
+        assert_eq!(matrix_file_name(Persistence::Page), "MATRIX-page.md");
+        assert_eq!(matrix_file_name(Persistence::Ext4Ordered), "MATRIX-ext4-ordered.md");
+        assert_eq!(
+            matrix_command(Persistence::Posix, &(0..200), ""),
+            "cargo run --release -p sqlite-target --bin sqlite-matrix -- --seeds 0..200",
+            "the command MATRIX.md was always generated by"
+        );
+        assert_eq!(
+            matrix_command(Persistence::Page, &(0..20), " --cells durable"),
+            "cargo run --release -p sqlite-target --bin sqlite-matrix -- --seeds 0..20 --persistence page --cells durable"
+        );
+    }
+
+    #[test]
+    fn the_header_names_the_model_and_the_command() {
+        let result = CellResult {
+            cell: PERSIST_NORMAL,
+            persistence: Persistence::Page,
+            summary: SwarmSummary::for_target::<SqliteTarget>(),
+            lost_commits: Tally::default(),
+            partial_transactions: Tally { count: 3, first_seed: Some(7) },
+            integrity_failures: Tally::default(),
+            findings: BTreeMap::new(),
+            pinned: BTreeMap::new(),
+        };
+        let command = matrix_command(Persistence::Page, &(0..200), "");
+        let text = render(&[result], Persistence::Page, &command);
+        assert!(text.starts_with("# SQLite's power-loss guarantees under the simulator: persistence model `page`\n"));
+        assert!(text.contains(&format!("Generated by `{command}` (persistence model `page`")), "{text}");
+        assert!(text.contains(
+            "| PERSIST | NORMAL | 0 | 0 | 3 (seed 7) | 0 | durable: every acknowledged commit survives | yes |"
+        ));
+        assert!(!text.contains("Disagreements"), "no finding, no list");
+    }
 }

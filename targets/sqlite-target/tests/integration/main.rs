@@ -86,3 +86,36 @@ fn delete_full_loses_the_last_commit_and_extra_does_not() {
     assert!(lost(Synchronous::Full) > 0, "DELETE/FULL never lost a commit on 12 seeds");
     assert_eq!(lost(Synchronous::Extra), 0, "DELETE/EXTRA lost a commit");
 }
+
+#[test]
+fn check_finds_the_seed_pinned_for_a_finding_in_its_model_only() {
+    use holdfast::env::{Persistence, RealEnv};
+    use sqlite_target::matrix::{find_pinned, run_cell, seed_name};
+    let _serial = serial();
+    // Seed 19 of PERSIST/NORMAL under posix is the first to fail `no_unexpected_error.integrity_check` (MATRIX.md).
+    let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../seeds/sqlite"));
+    let cell = Cell { journal_mode: JournalMode::Persist, synchronous: Synchronous::Normal };
+    let mut posix = run_cell(cell, Persistence::Posix, 19..20, &RunOptions::default());
+    let invariant = "no_unexpected_error.integrity_check";
+    assert!(posix.findings.contains_key(invariant), "seed 19 no longer fails {invariant}: {:?}", posix.findings);
+    find_pinned(&mut posix, dir).expect("the pinned posix seed matches");
+    assert_eq!(
+        posix.pinned.get(invariant).map(String::as_str),
+        Some("persist-normal-no-unexpected-error-integrity-check")
+    );
+    assert_eq!(posix.unpinned(), 0);
+    // The same finding labelled with another model finds no seed of that model's name: a new finding.
+    let mut relabelled = posix.clone();
+    relabelled.persistence = Persistence::Ext4Ordered;
+    relabelled.pinned.clear();
+    find_pinned(&mut relabelled, dir).expect("no file of that name is not an error");
+    assert_eq!(relabelled.unpinned(), posix.findings.len());
+    // A file of the right name that pins another model is refused.
+    let scratch = RealEnv::new().temp_dir("sqlite-pinned").expect("temp dir");
+    let fs = holdfast::env::fs::Fs::new(RealEnv::new());
+    let posix_file = fs.read(dir.join("persist-normal-no-unexpected-error-integrity-check.json")).expect("read");
+    let name = seed_name(cell, Persistence::Ext4Ordered, invariant);
+    fs.write(scratch.path().join(format!("{name}.json")), posix_file).expect("write");
+    let error = find_pinned(&mut relabelled, scratch.path()).expect_err("a posix seed under an ext4-ordered name");
+    assert!(error.contains("under posix") && error.contains("under ext4-ordered"), "{error}");
+}
