@@ -80,10 +80,39 @@ fn choose_pages(
         let key = ops[list[0] - 1].key();
         let kept = decisions.page_prefix(key, page, forced as u64, list.len() as u64);
         assert!((forced as u64..=list.len() as u64).contains(&kept), "page prefix out of range");
-        let kept = usize::try_from(kept).expect("fits");
+        let kept = written_back(ops, list, page * page_bytes, usize::try_from(kept).expect("fits"), forced, journal_ops);
         limits.insert(page, if kept == 0 { 0 } else { list[kept - 1] });
     }
     limits
+}
+
+/// Does operation `op` (1-based) free the whole page starting at `page_start` (a shrink to at most its start)?
+fn frees_page(ops: &[PendingData], op: usize, page_start: u64) -> bool {
+    matches!(ops[op - 1], PendingData::SetLen { len, .. } if len <= page_start)
+}
+
+/// How many of the page's operations (`list`) its written-back state holds, given the `kept` drawn (ADR-0121). A
+/// shrink that frees the whole page drops it from the cache: nothing writes it back, so a state that ends in such
+/// shrinks holds only the operations before them (the partial page at the new end is zeroed and written back, so
+/// it stays). Under `ext4-ordered` (a journal cut), a page freed by a shrink after the cut keeps what it held
+/// before that shrink: its blocks stay allocated until the shrink commits, and writes after it go to new blocks
+/// the same uncommitted transaction would map. `forced` (ext4's newly exposed pages) is never undercut.
+fn written_back(
+    ops: &[PendingData],
+    list: &[usize],
+    page_start: u64,
+    kept: usize,
+    forced: usize,
+    journal_ops: Option<usize>,
+) -> usize {
+    let uncommitted_free = journal_ops.and_then(|cut| {
+        list.iter().position(|&op| op > cut && frees_page(ops, op, page_start))
+    });
+    let mut kept = uncommitted_free.map_or(kept, |before| kept.min(before)).max(forced);
+    while kept > forced && frees_page(ops, list[kept - 1], page_start) {
+        kept -= 1;
+    }
+    kept
 }
 
 /// Apply to `image` each operation to the pages whose chosen snapshot includes it.

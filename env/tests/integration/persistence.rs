@@ -280,3 +280,37 @@ fn posix_tears_at_the_configured_sector() {
         }
     }
 }
+
+/// A truncate whose size change is lost leaves the pages it freed as they were (ADR-0121): a page cache drops a
+/// freed page instead of writing zeros back, and under `ext4-ordered` a write after an uncommitted truncate goes
+/// to blocks that transaction would map, so the old page stays.
+#[test]
+fn an_undone_truncate_leaves_the_pages_it_freed_unzeroed() {
+    let actions = [Action::SetLen { file: 0, len: 0 }, Action::Write { file: 0, offset: 0, len: 1000, byte: 4 }];
+    let durable = [7u8; 3 * PAGE as usize];
+    for persistence in [Persistence::Page, Persistence::Ext4Ordered] {
+        let (mut undone, mut kept) = (0, 0);
+        for seed in 0..64 {
+            let env = world(seed, persistence);
+            let files = durable_files(&env, &durable);
+            run(&env, &files, &actions);
+            drop(files);
+            env.crash();
+            let image = env.read_current(&path(0)).unwrap();
+            if image.len() < durable.len() {
+                kept += 1;
+                continue;
+            }
+            undone += 1;
+            let page = PAGE as usize;
+            assert!(image[page..].iter().all(|&byte| byte == 7), "seed {seed} {persistence:?}: a freed page changed");
+            let first = &image[..page];
+            let rewritten = first[..1000].iter().all(|&byte| byte == 4) && first[1000..].iter().all(|&byte| byte == 0);
+            match persistence {
+                Persistence::Ext4Ordered => assert!(first.iter().all(|&byte| byte == 7), "seed {seed}: page 0"),
+                _ => assert!(rewritten || first.iter().all(|&byte| byte == 7), "seed {seed}: page 0 {first:?}"),
+            }
+        }
+        assert!(undone > 0 && kept > 0, "{persistence:?}: the truncate was undone {undone} and kept {kept} times");
+    }
+}
