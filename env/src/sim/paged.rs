@@ -80,7 +80,8 @@ fn choose_pages(
         let key = ops[list[0] - 1].key();
         let kept = decisions.page_prefix(key, page, forced as u64, list.len() as u64);
         assert!((forced as u64..=list.len() as u64).contains(&kept), "page prefix out of range");
-        let kept = written_back(ops, list, page * page_bytes, usize::try_from(kept).expect("fits"), forced, journal_ops);
+        let kept =
+            written_back(ops, list, page * page_bytes, usize::try_from(kept).expect("fits"), forced, journal_ops);
         limits.insert(page, if kept == 0 { 0 } else { list[kept - 1] });
     }
     limits
@@ -105,9 +106,8 @@ fn written_back(
     forced: usize,
     journal_ops: Option<usize>,
 ) -> usize {
-    let uncommitted_free = journal_ops.and_then(|cut| {
-        list.iter().position(|&op| op > cut && frees_page(ops, op, page_start))
-    });
+    let uncommitted_free =
+        journal_ops.and_then(|cut| list.iter().position(|&op| op > cut && frees_page(ops, op, page_start)));
     let mut kept = uncommitted_free.map_or(kept, |before| kept.min(before)).max(forced);
     while kept > forced && frees_page(ops, list[kept - 1], page_start) {
         kept -= 1;
