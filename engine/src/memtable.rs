@@ -77,20 +77,11 @@ impl Memtable {
 
     /// Insert one version. Each (key, sequence) is inserted at most once.
     pub fn insert(&self, user_key: &[u8], sequence: Sequence, kind: ValueKind, value: &[u8]) {
-        self.insert_owned(user_key.to_vec(), sequence, kind, value.to_vec());
-    }
-
-    /// [`Memtable::insert`], taking the key and value it keeps: the commit path moves a batch's writes in, under
-    /// the writer lock, without copying them (ADR-0120). That each (key, sequence) comes once is checked in
-    /// `EXPENSIVE_CHECKS` builds (a second skiplist search per insert), where the simulator runs.
-    pub fn insert_owned(&self, user_key: Vec<u8>, sequence: Sequence, kind: ValueKind, value: Vec<u8>) {
         assert!(kind == ValueKind::Put || value.is_empty(), "a tombstone carries no value");
-        let charged = user_key.len() as u64 + value.len() as u64 + ENTRY_OVERHEAD_BYTES;
         let key = InternalKey::new(user_key, sequence);
-        if crate::EXPENSIVE_CHECKS {
-            assert!(!self.map.contains_key(&key), "version inserted twice");
-        }
-        self.map.insert(key, (kind, value));
+        assert!(!self.map.contains_key(&key), "version inserted twice");
+        let charged = user_key.len() as u64 + value.len() as u64 + ENTRY_OVERHEAD_BYTES;
+        self.map.insert(key, (kind, value.to_vec()));
         self.size_bytes.fetch_add(charged, Ordering::Relaxed);
         self.max_sequence.fetch_max(sequence, Ordering::Relaxed);
     }
