@@ -301,12 +301,13 @@ impl<E: Env> Db<E> {
         }
         for number in tables_on_disk {
             let live = state.version.tables().any(|t| t.meta.file_number == number);
-            if !live && !state.pending_outputs.contains(&number) {
+            if !live && !state.pending_outputs.contains(&number) && !state.deleting_files.contains(&number) {
                 return Err(format!("leaked table file {}", table_file_name(number)));
             }
         }
         for number in logs_on_disk {
-            if number != state.wal.number() && !state.immutables.iter().any(|i| i.wal_number == number) {
+            let referenced = number == state.wal.number() || state.immutables.iter().any(|i| i.wal_number == number);
+            if !referenced && !state.deleting_files.contains(&number) {
                 return Err(format!("leaked log segment {}", wal_file_name(number)));
             }
         }

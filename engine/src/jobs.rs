@@ -113,15 +113,19 @@ pub(crate) fn install_manifest<E: Env>(
     write_manifest(&inner.env, &inner.dir, &manifest, split)
 }
 
-fn remove_obsolete<E: Env>(inner: &Inner<E>, paths: &[std::path::PathBuf]) -> Result<()> {
-    for path in paths {
-        match inner.env.remove_file(path) {
-            Ok(()) => {}
-            Err(error) if error.is_not_found() => {}
-            Err(error) => return Err(error.into()),
-        }
+/// Delete the files `numbers` names (`paths`), which the caller marked in `State::deleting_files` under the
+/// writer lock when it dropped them from the state; unmark them when done (ADR-0122).
+fn remove_obsolete<E: Env>(inner: &Inner<E>, numbers: &[u64], paths: &[std::path::PathBuf]) -> Result<()> {
+    let result = paths.iter().try_for_each(|path| match inner.env.remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(error) if error.is_not_found() => Ok(()),
+        Err(error) => Err(error.into()),
+    });
+    let mut state = inner.state();
+    for number in numbers {
+        state.deleting_files.remove(number);
     }
-    Ok(())
+    result
 }
 
 /// Flush the oldest waiting memtable. Returns whether more remain.
@@ -161,9 +165,10 @@ fn flush_step<E: Env>(inner: &Arc<Inner<E>>) -> Result<bool> {
         if !more {
             state.flush_task = None;
         }
-        (inner.wal_path(flushed.wal_number), more)
+        state.deleting_files.insert(flushed.wal_number);
+        ((flushed.wal_number, inner.wal_path(flushed.wal_number)), more)
     };
-    remove_obsolete(inner, &[obsolete_log])?;
+    remove_obsolete(inner, &[obsolete_log.0], &[obsolete_log.1])?;
     Ok(more)
 }
 
@@ -236,9 +241,10 @@ fn compaction_step<E: Env>(inner: &Arc<Inner<E>>) -> Result<bool> {
         if full {
             state.full_compaction = false;
         }
+        state.deleting_files.extend(removed.iter().copied());
     }
     let paths: Vec<_> = removed.iter().map(|&number| inner.table_path(number)).collect();
-    remove_obsolete(inner, &paths)?;
+    remove_obsolete(inner, &removed, &paths)?;
     for number in removed {
         inner.cache.evict_file(number);
     }

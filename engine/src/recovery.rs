@@ -110,6 +110,7 @@ pub(crate) fn open<E: Env>(env: E, dir: &Path, options: Options) -> Result<Arc<I
         compaction_task: None,
         full_compaction: false,
         pending_outputs: BTreeSet::new(),
+        deleting_files: BTreeSet::new(),
         flush_count: 0,
         compaction_count: 0,
         commit_count: 0,

@@ -97,6 +97,9 @@ pub(crate) struct State<E: Env> {
     pub(crate) full_compaction: bool,
     /// Table files being written and not yet in a version.
     pub(crate) pending_outputs: BTreeSet<u64>,
+    /// Table and log files a job has dropped from the state and is deleting now (after the writer lock, so no
+    /// IO under it): not leaks (ADR-0122).
+    pub(crate) deleting_files: BTreeSet<u64>,
     pub(crate) flush_count: u64,
     pub(crate) compaction_count: u64,
     /// Commits appended to the log (blind writes and transactions), for the per-commit lock figures.
