@@ -4,6 +4,7 @@
 //! is its [`crate::Target::Config`], derived separately; both are stored in every schedule.
 
 use std::fmt;
+use std::ops::RangeInclusive;
 
 use env::{DeterministicRng, DiskModel, FaultConfig, FaultKeying, FaultKind, Persistence};
 use serde::{Deserialize, Serialize};
@@ -96,6 +97,10 @@ pub struct FaultMenu {
     pub kind_on_ppm: u32,
     /// A seed may get a disk quota (`disk_full`).
     pub disk_full: bool,
+    /// The quotas a seed draws from when it gets one: a write that would take the disk's used bytes past it fails
+    /// with `NoSpace`. Size it to what the system writes: a quota it never reaches is a `disk_full` fault that
+    /// never fires, and `--require-coverage` says so.
+    pub disk_quota_bytes: RangeInclusive<u64>,
     /// A seed may turn crash-garbled torn sectors on (breaks "powersafe overwrite").
     pub garbled_sectors: bool,
     /// The target claims to survive garbled torn sectors (its writes never share a sector with synced data):
@@ -116,6 +121,9 @@ pub struct FaultMenu {
     /// `posix` in every preset but [`FaultMenu::crashes_only_names_durable`].
     pub persistence: Persistence,
 }
+
+/// The disk quotas of [`FaultMenu::standard`]: 16 KiB to 512 KiB.
+pub const DISK_QUOTA_BYTES_STANDARD: RangeInclusive<u64> = 16 * 1024..=512 * 1024;
 
 /// Probabilistic fault kinds of the standard menu, with the largest ppm each may get.
 const STANDARD_FAULTS: [(FaultKind, u32); 8] = [
@@ -143,6 +151,7 @@ impl FaultMenu {
             faults_on_ppm: 400_000,
             kind_on_ppm: 500_000,
             disk_full: true,
+            disk_quota_bytes: DISK_QUOTA_BYTES_STANDARD,
             garbled_sectors: false,
             garbled_sectors_survived: false,
             buggify: false,
@@ -215,6 +224,17 @@ impl FaultMenu {
                 self.kinds.push(kind);
             }
         }
+        self
+    }
+
+    /// The menu with disk quotas drawn from `quota_bytes` (for a system that writes less, or more, than the
+    /// standard range assumes). Panics on an empty range: a menu is the target author's code, not input.
+    pub fn with_disk_quota_bytes(mut self, quota_bytes: RangeInclusive<u64>) -> Self {
+        assert!(
+            !quota_bytes.is_empty() && *quota_bytes.start() > 0,
+            "disk quota range {quota_bytes:?} is empty or zero"
+        );
+        self.disk_quota_bytes = quota_bytes;
         self
     }
 
@@ -410,7 +430,8 @@ fn draw_faults(
             }
         }
         if menu.disk_full && rng.chance_ppm(300_000) {
-            faults.disk_quota_bytes = Some(rng.range_inclusive(16 * 1024, 512 * 1024));
+            let (start, end) = (*menu.disk_quota_bytes.start(), *menu.disk_quota_bytes.end());
+            faults.disk_quota_bytes = Some(rng.range_inclusive(start.min(end).max(1), end.max(1)));
         }
     }
     if menu.garbled_sectors && rng.chance_ppm(500_000) {

@@ -49,7 +49,7 @@ pub mod swarm;
 pub mod target;
 pub mod world;
 
-pub use config::{ExplicitFaults, FaultMenu, FaultProfile, WorldConfig};
+pub use config::{DISK_QUOTA_BYTES_STANDARD, ExplicitFaults, FaultMenu, FaultProfile, WorldConfig};
 pub use runner::{
     Failure, Outcome, OutcomeOf, RunOptions, check_determinism, run_configured, run_schedule, run_target,
 };

@@ -234,3 +234,25 @@ fn a_custom_menu_composes_from_public_fields() {
     assert!(worlds.iter().all(|world| world.weights.run_task == 0 && world.weights.fault == 0));
     assert!(worlds.iter().all(|world| world.disk.persistence == Persistence::Ext4Ordered));
 }
+
+/// A menu's quota range is what its seeds draw (ADR-0130): every quota lies inside it, and the standard range is
+/// the default.
+#[test]
+fn disk_quotas_are_drawn_from_the_menus_range() {
+    let quotas = |menu: &FaultMenu| -> Vec<u64> {
+        (0..400)
+            .filter_map(|seed| WorldConfig::from_seed(seed, FaultProfile::Assumed, menu).faults.disk_quota_bytes)
+            .collect()
+    };
+    let standard = quotas(&FaultMenu::standard());
+    let small = quotas(&FaultMenu::standard().with_disk_quota_bytes(4096..=8192));
+    assert!(
+        standard.len() > 10 && standard.len() == small.len(),
+        "{} and {} seeds got a quota",
+        standard.len(),
+        small.len()
+    );
+    assert!(standard.iter().all(|quota| holdfast::DISK_QUOTA_BYTES_STANDARD.contains(quota)), "{standard:?}");
+    assert!(small.iter().all(|quota| (4096..=8192).contains(quota)), "{small:?}");
+    assert!(small.iter().any(|&quota| quota < 6144) && small.iter().any(|&quota| quota >= 6144), "{small:?}");
+}

@@ -100,6 +100,11 @@ pub use self::ops::{ClientId, Observation, Op, TxnShape};
 
 /// The database directory inside the simulated world.
 pub const DB_DIR: &str = "/db";
+
+/// The disk quotas a seed with `disk_full` draws from. The history's values are a few bytes and its key space
+/// is small, so the database stays within a few KiB: the standard 16 KiB..=512 KiB would never fill
+/// (`--require-coverage` reported `fault.disk_full` = 0).
+pub const TXN_DISK_QUOTA_BYTES: std::ops::RangeInclusive<u64> = 4 * 1024..=16 * 1024;
 /// The invariant name of a serializability failure.
 pub const SERIALIZABLE: &str = "serializable";
 /// The name under which the engine spawns its group-commit task (a `run_task` world step names it).
@@ -247,8 +252,10 @@ impl Target for TxnTarget {
     /// Only `assumed`, without the faults that destroy data (they would void the history checks), with the
     /// directory-operation faults the engine claims to survive (ADR-0068).
     fn fault_menu(profile: FaultProfile) -> Option<FaultMenu> {
-        (profile == FaultProfile::Assumed)
-            .then(|| FaultMenu::standard().without_data_loss().with_buggify().with_directory_faults())
+        (profile == FaultProfile::Assumed).then(|| {
+            let menu = FaultMenu::standard().without_data_loss().with_buggify().with_directory_faults();
+            menu.with_disk_quota_bytes(TXN_DISK_QUOTA_BYTES)
+        })
     }
 
     fn new(_env: &SimEnv, config: &TxnConfig) -> Self {
