@@ -7,7 +7,11 @@
 //! cargo run --release -p sqlite-target --bin sqlite-matrix -- --seeds 0..200                       # posix: MATRIX.md
 //! cargo run --release -p sqlite-target --bin sqlite-matrix -- --seeds 0..200 --persistence page    # MATRIX-page.md
 //! cargo run -p sqlite-target --bin sqlite-matrix -- --seeds 0..20 --cells durable --check          # CI
+//! cargo run --release -p sqlite-target --bin sqlite-matrix -- --seeds 200..2000 --persistence ext4-ordered --cells WAL/NORMAL --check
 //! ```
+//!
+//! One cell (`--cells WAL/NORMAL`) is for searching deeper than the matrix: its line is printed, and it pins its
+//! findings (or, with `--check`, reports those no seed pins), but it never rewrites a MATRIX file.
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -26,14 +30,45 @@ use sqlite_target::{Cell, Promise};
 struct Args {
     seeds: Range<u64>,
     persistence: Persistence,
-    durable_only: bool,
+    cells: Cells,
     check: bool,
 }
 
-const USAGE: &str = "--seeds A..B, --persistence posix|page|ext4-ordered, --cells durable|all, --check";
+/// Which cells run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cells {
+    All,
+    Durable,
+    /// One cell: printed, never written to a MATRIX file.
+    One(Cell),
+}
+
+const USAGE: &str =
+    "--seeds A..B, --persistence posix|page|ext4-ordered, --cells durable|all|MODE/SYNC (e.g. WAL/NORMAL), --check";
+
+const HELP: &str = "\
+sqlite-matrix: SQLite's guarantee matrix under the simulator (ADR-0079, ADR-0118).
+
+Runs a swarm per (journal_mode, synchronous) cell, compares what survived each power cut with SQLite's documented
+promise for that cell, shrinks every disagreement and pins it in seeds/sqlite/, then writes seeds/sqlite/MATRIX.md
+(posix) or MATRIX-<model>.md.
+
+Options:
+  --seeds A..B          seeds per cell (default 0..200)
+  --persistence MODEL   posix (default), page or ext4-ordered: what a crash may keep of unsynced writes (ADR-0109)
+  --cells WHICH         all (default), durable (the cells that promise durability), or one cell such as
+                        WAL/NORMAL: a one-cell run prints its line and pins its findings, never rewrites a MATRIX
+  --check               pin nothing, write nothing: exit 1 if a disagreement is not pinned by a seed file
+  -h, --help            this text
+";
+
+/// `MODE/SYNC`, case-insensitive (`WAL/NORMAL`).
+fn parse_cell(text: &str) -> Option<Cell> {
+    Cell::all().into_iter().find(|cell| cell.to_string().eq_ignore_ascii_case(text))
+}
 
 fn parse(args: &[String]) -> Result<Args, String> {
-    let mut parsed = Args { seeds: 0..200, persistence: Persistence::Posix, durable_only: false, check: false };
+    let mut parsed = Args { seeds: 0..200, persistence: Persistence::Posix, cells: Cells::All, check: false };
     let mut iter = args.iter();
     while let Some(arg) = iter.next() {
         match arg.as_str() {
@@ -52,9 +87,13 @@ fn parse(args: &[String]) -> Result<Args, String> {
                 parsed.persistence = Persistence::parse(name)?;
             }
             "--cells" => match iter.next().map(String::as_str) {
-                Some("durable") => parsed.durable_only = true,
-                Some("all") => parsed.durable_only = false,
-                other => return Err(format!("--cells {other:?}: want durable or all")),
+                Some("durable") => parsed.cells = Cells::Durable,
+                Some("all") => parsed.cells = Cells::All,
+                Some(name) => match parse_cell(name) {
+                    Some(cell) => parsed.cells = Cells::One(cell),
+                    None => return Err(format!("--cells {name:?}: want durable, all or a cell such as WAL/NORMAL")),
+                },
+                None => return Err("--cells needs durable, all or a cell such as WAL/NORMAL".into()),
             },
             "--check" => parsed.check = true,
             other => return Err(format!("unknown argument {other:?} ({USAGE})")),
@@ -65,8 +104,14 @@ fn parse(args: &[String]) -> Result<Args, String> {
 
 /// Run every chosen cell; pin each finding (or, with `--check`, find its pinned seed).
 fn run_cells(args: &Args, dir: &Path) -> Result<Vec<CellResult>, String> {
-    let cells: Vec<Cell> =
-        Cell::all().into_iter().filter(|cell| !args.durable_only || cell.promise() == Promise::Durable).collect();
+    let cells: Vec<Cell> = Cell::all()
+        .into_iter()
+        .filter(|&cell| match args.cells {
+            Cells::All => true,
+            Cells::Durable => cell.promise() == Promise::Durable,
+            Cells::One(one) => cell == one,
+        })
+        .collect();
     let mut results = Vec::new();
     for cell in cells {
         let mut result = run_cell(cell, args.persistence, args.seeds.clone(), &RunOptions::default());
@@ -84,6 +129,14 @@ fn run_cells(args: &Args, dir: &Path) -> Result<Vec<CellResult>, String> {
             result.integrity_failures.count,
             result.agrees()
         );
+        if args.check {
+            for (invariant, outcome) in &result.findings {
+                if !result.pinned.contains_key(invariant) {
+                    let model = args.persistence;
+                    println!("  not pinned: {invariant}, first at seed {} (under {model})", outcome.seed);
+                }
+            }
+        }
         results.push(result);
     }
     Ok(results)
@@ -91,6 +144,10 @@ fn run_cells(args: &Args, dir: &Path) -> Result<Vec<CellResult>, String> {
 
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().skip(1).collect();
+    if argv.iter().any(|arg| arg == "-h" || arg == "--help") {
+        print!("{HELP}");
+        return ExitCode::SUCCESS;
+    }
     let args = match parse(&argv) {
         Ok(args) => args,
         Err(error) => {
@@ -118,7 +175,11 @@ fn main() -> ExitCode {
         );
         return if unpinned == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE };
     }
-    let extra = if args.durable_only { " --cells durable" } else { "" };
+    let extra = match args.cells {
+        Cells::All => "",
+        Cells::Durable => " --cells durable",
+        Cells::One(_) => return ExitCode::SUCCESS,
+    };
     let command = matrix_command(args.persistence, &args.seeds, extra);
     let path = dir.join(matrix_file_name(args.persistence));
     if let Err(error) = Fs::new(RealEnv::new()).write(&path, render(&results, args.persistence, &command)) {

@@ -119,3 +119,28 @@ fn check_finds_the_seed_pinned_for_a_finding_in_its_model_only() {
     let error = find_pinned(&mut relabelled, scratch.path()).expect_err("a posix seed under an ext4-ordered name");
     assert!(error.contains("under posix") && error.contains("under ext4-ordered"), "{error}");
 }
+
+/// `sqlite-matrix` explains itself, refuses an unknown cell, and runs one cell without rewriting a MATRIX file.
+#[test]
+fn the_matrix_binary_runs_one_cell_and_explains_its_options() {
+    let run = |args: &[&str]| {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_sqlite-matrix")).args(args).output().expect("runs");
+        let text = |bytes: Vec<u8>| String::from_utf8(bytes).expect("UTF-8");
+        (output.status.code(), text(output.stdout), text(output.stderr))
+    };
+    let (code, help, _) = run(&["--help"]);
+    assert_eq!(code, Some(0));
+    assert!(help.contains("--cells WHICH") && help.contains("WAL/NORMAL") && help.contains("--persistence"), "{help}");
+    let (code, _, error) = run(&["--cells", "WAL/SOMETIMES"]);
+    assert_eq!(code, Some(2));
+    assert!(error.contains("\"WAL/SOMETIMES\"") && error.contains("a cell such as WAL/NORMAL"), "{error}");
+    let matrix = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../seeds/sqlite/MATRIX.md"));
+    let fs = holdfast::env::fs::Fs::new(holdfast::env::RealEnv::new());
+    let before = fs.read(matrix).expect("MATRIX.md is committed");
+    let (code, out, error) = run(&["--seeds", "0..2", "--cells", "wal/full", "--check"]);
+    assert_eq!(code, Some(0), "{out}{error}");
+    let lines: Vec<&str> = out.lines().filter(|line| line.contains(" seeds, ")).collect();
+    assert_eq!(lines.len(), 1, "{out}");
+    assert!(lines[0].starts_with("WAL/FULL (posix): 2 seeds, 2 passed"), "{out}");
+    assert_eq!(fs.read(matrix).expect("still there"), before, "a one-cell run rewrote MATRIX.md");
+}
