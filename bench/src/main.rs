@@ -53,7 +53,9 @@ pub struct Row {
 }
 
 /// Lock hold time per commit: every commit takes these locks, so `1 / writer_ns_per_commit` commits per
-/// nanosecond is the most any number of cores can commit (Amdahl), whatever else they do in parallel.
+/// nanosecond is the most any number of cores can commit (Amdahl), whatever else they do in parallel. The per-op
+/// figures divide by every operation of the row instead (reads included, ADR-0127): a read-only row has no
+/// commit, and its per-commit figures are 0.
 #[derive(Serialize, Deserialize, Clone, Debug, Default)]
 pub struct LockHoldRow {
     pub commits: u64,
@@ -63,19 +65,38 @@ pub struct LockHoldRow {
     pub registry_acquisitions_per_commit: f64,
     pub view_ns_per_commit: f64,
     pub view_acquisitions_per_commit: f64,
+    /// Operations of the row, warm-ups included (as the engine's counters); absent in results from before.
+    #[serde(default)]
+    pub ops: u64,
+    #[serde(default)]
+    pub writer_ns_per_op: f64,
+    #[serde(default)]
+    pub writer_acquisitions_per_op: f64,
+    #[serde(default)]
+    pub registry_ns_per_op: f64,
+    #[serde(default)]
+    pub registry_acquisitions_per_op: f64,
+    #[serde(default)]
+    pub view_ns_per_op: f64,
+    #[serde(default)]
+    pub view_acquisitions_per_op: f64,
 }
 
 impl LockHoldRow {
-    /// What happened between two samples; `None` when no commit did.
-    fn between(before: backend::LockSample, after: backend::LockSample) -> Option<Self> {
+    /// What happened between two samples, over `ops` operations; `None` when no operation finished.
+    fn between(before: backend::LockSample, after: backend::LockSample, ops: u64) -> Option<Self> {
         let commits = after.commits.saturating_sub(before.commits);
-        let delta = |lock: usize| {
+        // (acquisitions, held ns) per `count`; 0 when there were none.
+        let delta = |lock: usize, count: u64| {
             let ((a0, h0), (a1, h1)) = (before.locks[lock], after.locks[lock]);
-            (a1.saturating_sub(a0) as f64 / commits as f64, h1.saturating_sub(h0) as f64 / commits as f64)
+            let per = |n: u64| if count == 0 { 0.0 } else { n as f64 / count as f64 };
+            (per(a1.saturating_sub(a0)), per(h1.saturating_sub(h0)))
         };
         let ((writer_acq, writer_ns), (registry_acq, registry_ns), (view_acq, view_ns)) =
-            (delta(0), delta(1), delta(2));
-        (commits > 0).then_some(Self {
+            (delta(0, commits), delta(1, commits), delta(2, commits));
+        let ((writer_op_acq, writer_op_ns), (registry_op_acq, registry_op_ns), (view_op_acq, view_op_ns)) =
+            (delta(0, ops), delta(1, ops), delta(2, ops));
+        (commits > 0 || ops > 0).then_some(Self {
             commits,
             writer_ns_per_commit: writer_ns,
             writer_acquisitions_per_commit: writer_acq,
@@ -83,6 +104,13 @@ impl LockHoldRow {
             registry_acquisitions_per_commit: registry_acq,
             view_ns_per_commit: view_ns,
             view_acquisitions_per_commit: view_acq,
+            ops,
+            writer_ns_per_op: writer_op_ns,
+            writer_acquisitions_per_op: writer_op_acq,
+            registry_ns_per_op: registry_op_ns,
+            registry_acquisitions_per_op: registry_op_acq,
+            view_ns_per_op: view_op_ns,
+            view_acquisitions_per_op: view_op_acq,
         })
     }
 }
@@ -181,6 +209,7 @@ USAGE: cargo run --release --manifest-path bench/Cargo.toml -- [--quick] [OPTION
   --report FILE         only regenerate README table and SVG charts from a results JSON
   --lock-hold           holdfast counts how long each commit holds its writer, registry and view locks (two clock
                         reads per lock taken, so throughput is a little lower): rows get lock_hold, ns per commit
+                        and per operation (reads included)
 ";
 
 fn bench_dir() -> PathBuf {
@@ -496,14 +525,22 @@ fn print_row(r: &Row) {
     if let Some(h) = &r.lock_hold {
         log(&format!(
             "    lock hold per commit over {} commits: writer {:.0} ns ({:.2} takes), registry {:.0} ns ({:.2}), \
-             view {:.0} ns ({:.2})",
+             view {:.0} ns ({:.2}); per op over {} ops: writer {:.0} ns ({:.2}), registry {:.0} ns ({:.2}), view \
+             {:.0} ns ({:.2})",
             h.commits,
             h.writer_ns_per_commit,
             h.writer_acquisitions_per_commit,
             h.registry_ns_per_commit,
             h.registry_acquisitions_per_commit,
             h.view_ns_per_commit,
-            h.view_acquisitions_per_commit
+            h.view_acquisitions_per_commit,
+            h.ops,
+            h.writer_ns_per_op,
+            h.writer_acquisitions_per_op,
+            h.registry_ns_per_op,
+            h.registry_acquisitions_per_op,
+            h.view_ns_per_op,
+            h.view_acquisitions_per_op
         ));
     }
 }
@@ -554,6 +591,7 @@ fn session(spec: &EngineSpec, synced: bool, args: &Args, workloads: &[Workload],
         })
         .unwrap_or_else(|e| RunOut {
             ops: 0,
+            all_ops: 0,
             aborts: 0,
             secs: 0.0,
             hist: workloads::new_hist(),
@@ -604,18 +642,23 @@ fn session(spec: &EngineSpec, synced: bool, args: &Args, workloads: &[Workload],
             let sample_before = b.lock_sample();
             let reset = reset_peak_rss();
             let t0 = Instant::now();
+            let mut all_ops = 0;
             let runs = catch(|| {
                 (0..args.runs)
                     .map(|run| workloads::timed_run(&b, &ctx, w, threads, args.warmup, args.duration, run as u64 + 1))
                     .collect::<Vec<_>>()
             });
             let mut row = match runs {
-                Ok(runs) => row_from(spec.name, w, threads, synced, args.records, runs),
+                Ok(runs) => {
+                    all_ops = runs.iter().map(|run| run.all_ops).sum();
+                    row_from(spec.name, w, threads, synced, args.records, runs)
+                }
                 Err(e) => error_row(spec.name, w.name(), threads, synced, args.records, e),
             };
             row.layout = Some(layout);
             row.peak_rss_kib = peak_rss_kib(reset);
-            row.lock_hold = sample_before.zip(b.lock_sample()).and_then(|(s0, s1)| LockHoldRow::between(s0, s1));
+            row.lock_hold =
+                sample_before.zip(b.lock_sample()).and_then(|(s0, s1)| LockHoldRow::between(s0, s1, all_ops));
             push(rows, row);
             if t0.elapsed() > (args.warmup + args.duration) * (args.runs as u32) * 20 {
                 log(&format!("{}: {} ran far over its budget", spec.name, w.name()));

@@ -200,6 +200,9 @@ pub fn op(w: Workload, b: &dyn Backend, ctx: &Ctx, rng: &mut Rng) -> Result<u64,
 /// The outcome of one run.
 pub struct RunOut {
     pub ops: u64,
+    /// Every operation that finished, warm-up included: what `--lock-hold`'s per-op figures divide by (the
+    /// engine's lock counters run through the warm-up too).
+    pub all_ops: u64,
     pub aborts: u64,
     pub secs: f64,
     pub hist: Histogram<u64>,
@@ -224,7 +227,7 @@ pub fn timed_run(
     // 0 warm-up, 1 measuring, 2 stop
     let phase = AtomicU8::new(0);
     let failed = AtomicBool::new(false);
-    let mut total = RunOut { ops: 0, aborts: 0, secs: 0.0, hist: new_hist(), error: None };
+    let mut total = RunOut { ops: 0, all_ops: 0, aborts: 0, secs: 0.0, hist: new_hist(), error: None };
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|i| {
@@ -232,7 +235,7 @@ pub fn timed_run(
                 s.spawn(move || {
                     let mut rng = Rng::new(seed.wrapping_mul(1_000_003).wrapping_add(i as u64));
                     let mut hist = new_hist();
-                    let (mut ops, mut aborts, mut error) = (0u64, 0u64, None);
+                    let (mut ops, mut all_ops, mut aborts, mut error) = (0u64, 0u64, 0u64, None);
                     loop {
                         let p = phase.load(Ordering::Acquire);
                         if p == 2 {
@@ -242,6 +245,7 @@ pub fn timed_run(
                         match op(w, b.as_ref(), ctx, &mut rng) {
                             Ok(a) => {
                                 let ns = t0.elapsed().as_nanos() as u64;
+                                all_ops += 1;
                                 if p == 1 && phase.load(Ordering::Acquire) == 1 {
                                     hist.saturating_record(ns.max(1));
                                     ops += 1;
@@ -256,7 +260,7 @@ pub fn timed_run(
                             }
                         }
                     }
-                    (hist, ops, aborts, error)
+                    (hist, ops, all_ops, aborts, error)
                 })
             })
             .collect();
@@ -272,9 +276,10 @@ pub fn timed_run(
         }
         for h in handles {
             match h.join() {
-                Ok((hist, ops, aborts, error)) => {
+                Ok((hist, ops, all_ops, aborts, error)) => {
                     total.hist.add(&hist).expect("same histogram bounds");
                     total.ops += ops;
+                    total.all_ops += all_ops;
                     total.aborts += aborts;
                     if total.error.is_none() {
                         total.error = error;
@@ -310,7 +315,7 @@ pub fn bulk_load(b: &dyn Backend, records: u64, batch: usize, seed: u64) -> RunO
             rows.clear();
         }
     }
-    RunOut { ops: records, aborts: 0, secs: start.elapsed().as_secs_f64(), hist, error }
+    RunOut { ops: records, all_ops: records, aborts: 0, secs: start.elapsed().as_secs_f64(), hist, error }
 }
 
 /// The TPC-C-like tables (untimed): 10 districts and `ITEMS` items.

@@ -75,13 +75,12 @@ impl<E: Env> Db<E> {
 
     /// The latest value of `key`.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let view = self.inner.read_view()?;
-        view.get(key, view.last_sequence)
+        self.inner.with_view(|sources, visible| sources.get(key, visible))?
     }
 
     /// The value of `key` as of `snapshot`.
     pub(crate) fn get_at(&self, key: &[u8], snapshot: Sequence) -> Result<Option<Vec<u8>>> {
-        self.inner.read_view()?.get(key, snapshot)
+        self.inner.with_view(|sources, _| sources.get(key, snapshot))?
     }
 
     /// The live rows in `range` at the latest state: a lazy, double-ended iterator of `Result<(key, value)>` in key
@@ -240,6 +239,7 @@ impl<E: Env> Db<E> {
             crate::commit::acknowledge(&self.inner, state, true);
         }
         self.inner.closed.set();
+        self.inner.empty_read_cells();
         Ok(())
     }
 

@@ -25,6 +25,7 @@ mod lock_meter;
 pub mod manifest;
 mod memtable;
 mod options;
+mod read_cache;
 mod recovery;
 pub mod recovery_rules;
 mod scan;

@@ -2,7 +2,10 @@
 //! other way round: **writer** (`Inner::state`) → **registry** (`Inner::registry`) → **view** (the published read
 //! side) → **poisoned** (a leaf). Only the writer lock is ever held across IO (log appends, a rotation's syncs, a
 //! manifest install); readers take only the registry and view locks, which no IO runs under, so a reader never
-//! waits for a disk.
+//! waits for a disk. A point read takes no shared lock at all while the sources are unchanged (ADR-0127,
+//! [`ReadCache`]): the view lock is the path of the first read on a thread and of reads after a change. The read
+//! cache's own mutexes (its list of cells, then one thread's cell) are leaves below all four, never held across
+//! IO or while taking another lock.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::PathBuf;
@@ -15,6 +18,7 @@ use crate::lock_meter::{LockHolds, LockMeter, Metered};
 use crate::manifest::FILE_NUMBER_MAX;
 use crate::memtable::Memtable;
 use crate::options::Options;
+use crate::read_cache::{Cached, ReadCache};
 use crate::ssi::ConflictTracker;
 use crate::sstable::BlockCache;
 use crate::types::Sequence;
@@ -157,17 +161,11 @@ impl Registry {
     }
 }
 
-/// The read side, under the view lock: what a [`ReadView`] copies. Never held across IO.
+/// The read side's sources, under the view lock (the last visible sequence is [`ReadCache`]'s atomic). Never
+/// held across IO.
 #[derive(Debug)]
 pub(crate) struct Published<F: env::File> {
     sources: Arc<ViewSources<F>>,
-    last_sequence: Sequence,
-}
-
-impl<F: env::File> Published<F> {
-    fn of<E: Env<File = F>>(state: &State<E>, closed: &ClosedFlag) -> Self {
-        Self { sources: Arc::new(sources_of(state, closed)), last_sequence: state.last_sequence }
-    }
 }
 
 /// The writer's memtables and version as a reader's sources.
@@ -197,6 +195,8 @@ pub(crate) struct Inner<E: Env> {
     state: Mutex<State<E>>,
     registry: Mutex<Registry>,
     view: Mutex<Published<E::File>>,
+    /// The visible sequence, the sources' version counter and every thread's cached sources (ADR-0127).
+    read_cache: ReadCache<E::File>,
     /// Set when a background or write error leaves the on-disk state unknown: writes fail until reopen. A leaf.
     poisoned: Mutex<Option<Error>>,
     pub(crate) closed: ClosedFlag,
@@ -225,7 +225,8 @@ impl<E: Env> Inner<E> {
     ) -> Self {
         let registry = Registry::new(options.tracked_transactions_max, state.last_sequence);
         let closed = ClosedFlag::default();
-        let view = Published::of(&state, &closed);
+        let view = Published { sources: Arc::new(sources_of(&state, &closed)) };
+        let read_cache = ReadCache::new(state.last_sequence);
         Self {
             env,
             dir,
@@ -234,6 +235,7 @@ impl<E: Env> Inner<E> {
             state: Mutex::new(state),
             registry: Mutex::new(registry),
             view: Mutex::new(view),
+            read_cache,
             poisoned: Mutex::new(None),
             closed,
             lock: Mutex::new(Some(lock)),
@@ -265,13 +267,26 @@ impl<E: Env> Inner<E> {
     }
 
     /// Publish the writer's memtables, version and last sequence to readers. Under the writer lock (so
-    /// publications happen in order), before the registry learns of a newer visible sequence.
+    /// publications happen in order), after the memtable holds every write up to the last sequence, before the
+    /// registry learns of a newer visible sequence. New sources are published (and the version counter bumped)
+    /// before the sequence whose writes they hold (ADR-0127).
     pub(crate) fn publish(&self, state: &State<E>) {
         let mut published = self.published();
-        if !are_writers(&published.sources, state) {
-            published.sources = Arc::new(sources_of(state, &self.closed));
+        let stale = (!are_writers(&published.sources, state)).then(|| {
+            let old = std::mem::replace(&mut published.sources, Arc::new(sources_of(state, &self.closed)));
+            self.read_cache.bump_version();
+            old
+        });
+        drop(published);
+        self.read_cache.set_visible(state.last_sequence);
+        if stale.is_some() {
+            self.read_cache.empty_cells();
         }
-        published.last_sequence = state.last_sequence;
+    }
+
+    /// Drop every thread's cached sources (`Db::close`, after the closed flag is set).
+    pub(crate) fn empty_read_cells(&self) {
+        self.read_cache.empty_cells();
     }
 
     /// Whether the published read side is the writer's (`Db::check_invariants`, after every simulator step): a
@@ -281,23 +296,43 @@ impl<E: Env> Inner<E> {
         if !are_writers(&published.sources, state) {
             return Err("the published read view's memtables or version are not the writer's".into());
         }
-        if published.last_sequence != state.last_sequence {
-            let (seen, last) = (published.last_sequence, state.last_sequence);
+        let seen = self.read_cache.visible();
+        if seen != state.last_sequence {
+            let last = state.last_sequence;
             return Err(format!("readers see sequence {seen}, the writer acknowledged {last}"));
         }
         Ok(())
     }
 
-    /// The current read view; `Error::Closed` once the database is closed. Takes only the view lock.
+    /// The current read view, owned (a scan keeps it); `Error::Closed` once the database is closed. Takes no
+    /// shared lock while the sources are unchanged (ADR-0127), else only the view lock.
     pub(crate) fn read_view(&self) -> Result<ReadView<E::File>> {
+        self.with_view(|sources, visible| ReadView::new(Arc::clone(sources), visible))
+    }
+
+    /// `read` on the current sources and last visible sequence, borrowed: a point read clones no `Arc` and takes
+    /// no shared lock while the sources are unchanged (ADR-0127). `Error::Closed` once the database is closed.
+    pub(crate) fn with_view<T>(&self, read: impl FnOnce(&Arc<ViewSources<E::File>>, Sequence) -> T) -> Result<T> {
         self.check_open()?;
+        Ok(self.read_cache.read(&self.closed, || self.locked_view(), read))
+    }
+
+    /// The view lock's sources with their version, and the visible sequence: they agree, since no sources change
+    /// while the lock is held and every visible write is in them.
+    fn locked_view(&self) -> (Cached<E::File>, Sequence) {
         let published = self.published();
-        Ok(ReadView::new(Arc::clone(&published.sources), published.last_sequence))
+        let cached = Cached { version: self.read_cache.version(), sources: Arc::clone(&published.sources) };
+        (cached, self.read_cache.visible())
     }
 
     /// The last acknowledged sequence readers see.
     pub(crate) fn visible_sequence(&self) -> Sequence {
-        self.published().last_sequence
+        self.read_cache.visible()
+    }
+
+    #[cfg(test)]
+    pub(crate) fn read_cache(&self) -> &ReadCache<E::File> {
+        &self.read_cache
     }
 
     /// Record a failure that leaves the disk state unknown; later writes fail with `Error::Closed`.

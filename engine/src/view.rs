@@ -1,6 +1,7 @@
 //! What a reader needs: the memtables and tables as of one moment. The one seam between reads and the write
-//! side's state: `get` and `scan` take a [`ReadView`] (`Inner::read_view` copies the published one under the view
-//! lock, which no IO runs under, ADR-0082) and never touch the writer lock.
+//! side's state: `get` borrows the published [`ViewSources`] (`Inner::with_view`) and `scan` takes a
+//! [`ReadView`] (`Inner::read_view`), from the reading thread's cache or under the view lock, which no IO runs
+//! under (ADR-0082, ADR-0127); neither touches the writer lock.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -42,6 +43,23 @@ impl<F: env::File> ViewSources<F> {
     pub(crate) fn memtables(&self) -> impl Iterator<Item = &Arc<Memtable>> {
         std::iter::once(&self.memtable).chain(&self.immutables)
     }
+
+    /// The value of `key` as of `snapshot`: the newest memtable first, then the tables (ADR-0013).
+    pub(crate) fn get(&self, key: &[u8], snapshot: Sequence) -> Result<Option<Vec<u8>>> {
+        for memtable in self.memtables() {
+            match memtable.get(key, snapshot) {
+                Lookup::Found(value) => return Ok(Some(value)),
+                // Canary: the tombstone reads as not-found and the search falls through to older tables.
+                Lookup::Deleted if crate::canary::active("tombstone-fallthrough") => {}
+                Lookup::Deleted => return Ok(None),
+                Lookup::NotFound => {}
+            }
+        }
+        match self.version.get(key, snapshot)? {
+            Lookup::Found(value) => Ok(Some(value)),
+            Lookup::Deleted | Lookup::NotFound => Ok(None),
+        }
+    }
 }
 
 /// What a reader needs: the sources as of one moment, and the last acknowledged sequence then. Derefs to its
@@ -71,22 +89,5 @@ impl<F: env::File> Clone for ReadView<F> {
 impl<F: env::File> ReadView<F> {
     pub(crate) fn new(sources: Arc<ViewSources<F>>, last_sequence: Sequence) -> Self {
         Self { sources, last_sequence }
-    }
-
-    /// The value of `key` as of `snapshot`: the newest memtable first, then the tables (ADR-0013).
-    pub(crate) fn get(&self, key: &[u8], snapshot: Sequence) -> Result<Option<Vec<u8>>> {
-        for memtable in self.memtables() {
-            match memtable.get(key, snapshot) {
-                Lookup::Found(value) => return Ok(Some(value)),
-                // Canary: the tombstone reads as not-found and the search falls through to older tables.
-                Lookup::Deleted if crate::canary::active("tombstone-fallthrough") => {}
-                Lookup::Deleted => return Ok(None),
-                Lookup::NotFound => {}
-            }
-        }
-        match self.version.get(key, snapshot)? {
-            Lookup::Found(value) => Ok(Some(value)),
-            Lookup::Deleted | Lookup::NotFound => Ok(None),
-        }
     }
 }

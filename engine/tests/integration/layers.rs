@@ -16,7 +16,7 @@ const LAYERS: &[&[&str]] = &[
     &["memtable", "wal", "sstable", "manifest"],
     &["recovery_rules", "options", "version"],
     &["view"],
-    &["scan"],
+    &["scan", "read_cache"],
     &["state"],
     &["jobs"],
     &["commit"],
