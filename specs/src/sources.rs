@@ -22,12 +22,13 @@ macro_rules! source {
     };
 }
 
-/// `Mvcc`: the transactions, the commit pipeline and the registry (snapshots, visible sequence), the write-write
-/// check it drives, the read path, and the model.
+/// `Mvcc`: the transactions, the commit pipeline and the registry (snapshots), the visible sequence readers see
+/// (`read_cache.rs`, ADR-0127), the write-write check it drives, the read path, and the model.
 const MVCC: &[Source] = &[
     source!("engine/src/txn.rs"),
     source!("engine/src/commit.rs"),
     source!("engine/src/state.rs"),
+    source!("engine/src/read_cache.rs"),
     source!("engine/src/ssi.rs"),
     source!("engine/src/ssi/cause.rs"),
     source!("engine/src/ssi/index.rs"),
