@@ -344,7 +344,11 @@ impl Target for TxnTarget {
             ))
         );
         if reads_only {
-            return Ok(());
+            // They change the conflict tracker, whose index is checked here alone (ADR-0123).
+            let Some(db) = self.db.as_ref() else { return Ok(()) };
+            return db.check_transactions().map_err(|message| {
+                Violation::new("structural", FailureKind::Structural, "db.check_transactions() == Ok", message)
+            });
         }
         self.record_file_keys();
         let Some(db) = self.db.as_ref() else { return Ok(()) };
