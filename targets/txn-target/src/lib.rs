@@ -46,7 +46,9 @@
 //!   sequence order; resolved by reading their keys.
 //! * **Aborts are explained** (`abort_explained`): every conflict's cause names a key
 //!   (`engine::Error::Conflict { cause }`).
-//! * **Structural** (`structural`): `db.check_invariants()` after every step that can change structure.
+//! * **Structural** (`structural`): `db.check_invariants()` after every step that can change structure, and
+//!   `db.check_transactions()` (the conflict tracker's index against its records, ADR-0123) after a begin or a
+//!   rollback.
 //! * **Liveness** (`liveness.*`): healed, the database reopens, drains, flushes, compacts, and every key
 //!   verifies; then a final power cut loses nothing acknowledged.
 //!
