@@ -275,8 +275,9 @@ impl<E: Env> Db<E> {
 
     /// Structural invariants, for the simulator and tests (not on the hot path): levels sorted and
     /// non-overlapping, readers see what the writer published last (ADR-0082), every table in the version exists
-    /// on disk, no leaked table or log files.
+    /// on disk, no leaked table or log files, the conflict tracker's index is its records' ([`Db::check_transactions`]).
     pub fn check_invariants(&self) -> std::result::Result<(), String> {
+        self.check_transactions()?;
         let state = self.inner.state();
         state.version.check(state.last_sequence)?;
         self.inner.check_published(&state)?;

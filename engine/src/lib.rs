@@ -19,6 +19,7 @@ mod commit;
 pub const EXPENSIVE_CHECKS: bool = cfg!(any(test, feature = "expensive-checks"));
 mod db;
 mod error;
+mod file_names;
 mod introspect;
 mod jobs;
 mod lock_meter;

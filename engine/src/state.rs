@@ -14,6 +14,8 @@ use std::sync::{Arc, Mutex};
 use env::{Env, TaskHandle};
 
 use crate::error::{Error, Result};
+use crate::file_names::file_path;
+pub(crate) use crate::file_names::{parse_number, table_file_name, wal_file_name};
 use crate::lock_meter::{LockHolds, LockMeter, Metered};
 use crate::manifest::FILE_NUMBER_MAX;
 use crate::memtable::Memtable;
@@ -383,31 +385,12 @@ impl<E: Env> Inner<E> {
     }
 
     pub(crate) fn wal_path(&self, number: u64) -> PathBuf {
-        self.dir.join(wal_file_name(number))
+        file_path(&self.dir, &wal_file_name(number))
     }
 
     pub(crate) fn table_path(&self, number: u64) -> PathBuf {
-        self.dir.join(table_file_name(number))
+        file_path(&self.dir, &table_file_name(number))
     }
-}
-
-pub(crate) fn wal_file_name(number: u64) -> String {
-    format!("wal-{number:06}.log")
-}
-
-pub(crate) fn table_file_name(number: u64) -> String {
-    format!("table-{number:06}.sst")
-}
-
-/// The number in a file name `<prefix>NNNNNN<suffix>`, only if the name is exactly what the engine writes for it
-/// (so `wal-2.log` and `wal-000002.log` cannot both name segment 2) and the number is in range.
-pub(crate) fn parse_number(name: &str, prefix: &str, suffix: &str) -> Option<u64> {
-    let digits = name.strip_prefix(prefix)?.strip_suffix(suffix)?;
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let number: u64 = digits.parse().ok()?;
-    (number <= FILE_NUMBER_MAX && digits == format!("{number:06}")).then_some(number)
 }
 
 #[cfg(test)]

@@ -3,8 +3,9 @@
 //! transactions that overlap it, not how many records a long-lived reader keeps.
 //!
 //! The index is a pure function of the records ([`Index::build`]): the tracker updates it at every change of a
-//! record's status, writes or out-edges, and `EXPENSIVE_CHECKS` builds compare it with a rebuild after every
-//! change. Only `BTreeMap`/`BTreeSet`: iteration order is the key order, never a hash order.
+//! record's status, writes or out-edges, and `ConflictTracker::check_index` compares it with a rebuild: after
+//! every simulator step, and after every change in the tracker's unit tests (ADR-0123). Only
+//! `BTreeMap`/`BTreeSet`: iteration order is the key order, never a hash order.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
@@ -101,6 +102,17 @@ impl Index {
             assert_eq!(straddle.pivot_commit, pivot_commit, "a span of another pivot");
             self.spans.insert((pivot_commit, pivot, straddle.out_first, straddle.out_commit));
         }
+    }
+
+    /// How many entries each part holds: `(active, active read-only, ended, written keys, spans)`, for messages.
+    pub(super) fn sizes(&self) -> (usize, usize, usize, usize, usize) {
+        (self.active.len(), self.active_read_only.len(), self.ended.len(), self.writes.len(), self.spans.len())
+    }
+
+    /// Unit tests only: unindex an active transaction (a planted drift).
+    #[cfg(test)]
+    pub(super) fn forget_active_for_test(&mut self, snapshot: Sequence, id: TxnId) {
+        assert!(self.active.remove(&(snapshot, id)), "an indexed active transaction");
     }
 
     /// The active transaction with the oldest snapshot (the lowest id among equals).

@@ -14,7 +14,7 @@ const LAYERS: &[&[&str]] = &[
     &["ssi"],
     &["error"],
     &["memtable", "wal", "sstable", "manifest"],
-    &["recovery_rules", "options", "version"],
+    &["recovery_rules", "options", "version", "file_names"],
     &["view"],
     &["scan", "read_cache"],
     &["state"],

@@ -46,7 +46,9 @@
 //!   sequence order; resolved by reading their keys.
 //! * **Aborts are explained** (`abort_explained`): every conflict's cause names a key
 //!   (`engine::Error::Conflict { cause }`).
-//! * **Structural** (`structural`): `db.check_invariants()` after every step that can change structure.
+//! * **Structural** (`structural`): `db.check_invariants()` after every step that can change structure, and
+//!   `db.check_transactions()` (the conflict tracker's index against its records, ADR-0123) after a begin or a
+//!   rollback.
 //! * **Liveness** (`liveness.*`): healed, the database reopens, drains, flushes, compacts, and every key
 //!   verifies; then a final power cut loses nothing acknowledged.
 //!
@@ -350,8 +352,19 @@ impl Target for TxnTarget {
                     | Observation::RolledBack { .. }
             ))
         );
-        if reads_only {
+        // A begin or a rollback (its prune) changes the conflict tracker's records, whose index is checked here
+        // alone (ADR-0123); a get's or scan's new edges are checked at the next step that checks (as the tracker
+        // checked them at its next begin, commit or prune before).
+        let tracker_changed =
+            matches!(last, Some(Observed::Op(Observation::Began { .. } | Observation::RolledBack { .. })));
+        if reads_only && !tracker_changed {
             return Ok(());
+        }
+        if reads_only {
+            let Some(db) = self.db.as_ref() else { return Ok(()) };
+            return db.check_transactions().map_err(|message| {
+                Violation::new("structural", FailureKind::Structural, "db.check_transactions() == Ok", message)
+            });
         }
         self.record_file_keys();
         let Some(db) = self.db.as_ref() else { return Ok(()) };
