@@ -251,7 +251,7 @@ impl SimEnv {
     }
 
     /// How many faults fired, all kinds together (the sum of [`SimEnv::fault_counts`], without copying them):
-    /// a checker polls it after every call and reads the counts only when it moved.
+    /// a checker polls it after every call and reads the counts only when it moved (ADR-0126).
     pub fn fault_total(&self) -> u64 {
         self.lock_world().fault_total
     }

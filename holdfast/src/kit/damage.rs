@@ -81,7 +81,8 @@ impl DamageExcuses {
     }
 
     /// Number the damaged files not seen before. A run's damage only grows (files are added, or it becomes
-    /// `Anywhere`), so a set of the size learned last is that set: asked once per key read, it is not walked again.
+    /// `Anywhere`), so a set of the size learned last is that set: asked once per key read, it is not walked again
+    /// (ADR-0126).
     fn learn(&mut self, damage: &Damage) {
         match damage {
             Damage::None => {}

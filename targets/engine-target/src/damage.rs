@@ -23,7 +23,7 @@ pub struct Recorded {
 /// Add what the open database's live files hold now; returns the number of the newest live log segment (the one
 /// the next write is appended to), if any is listed. When the files and their ranges are exactly those `last`
 /// holds (a write inside the memtable's range, a step that touched no file), they are already in `excuses`:
-/// recording them again would change nothing (ranges only widen), so only the comparison is paid (ADR-0125).
+/// recording them again would change nothing (ranges only widen), so only the comparison is paid (ADR-0126).
 pub fn record(excuses: &mut DamageExcuses, last: &mut Recorded, db: &Db<SimEnv>) -> Option<u64> {
     let files = db.file_key_ranges();
     if files != last.files {
@@ -74,7 +74,7 @@ mod tests {
 
     use super::*;
 
-    /// `record` skips a list equal to the last one (ADR-0125), and still records every file and range: through
+    /// `record` skips a list equal to the last one (ADR-0126), and still records every file and range: through
     /// writes, memtable rotations, flushes, compactions and background tasks, each file is excused exactly over
     /// the range it was seen holding, and `record` names the newest live log segment.
     #[test]
