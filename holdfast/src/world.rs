@@ -120,6 +120,11 @@ struct FaultTracker {
 
 impl FaultTracker {
     fn poll(&mut self, env: &SimEnv) -> Vec<FaultKind> {
+        // Polled after almost every call (ADR-0126): the total alone says whether anything fired, without copying the
+        // per-kind counts.
+        if env.fault_total() == self.total {
+            return Vec::new();
+        }
         let counts = env.fault_counts();
         let total: u64 = counts.values().sum();
         if total == self.total {

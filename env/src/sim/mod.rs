@@ -250,6 +250,12 @@ impl SimEnv {
         self.lock_world().fault_counts.clone()
     }
 
+    /// How many faults fired, all kinds together (the sum of [`SimEnv::fault_counts`], without copying them):
+    /// a checker polls it after every call and reads the counts only when it moved (ADR-0126).
+    pub fn fault_total(&self) -> u64 {
+        self.lock_world().fault_total
+    }
+
     /// BUGGIFY sites reached and how often each fired.
     pub fn buggify_counts(&self) -> BTreeMap<&'static str, (u64, u64)> {
         let world = self.lock_world();

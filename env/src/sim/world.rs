@@ -53,6 +53,8 @@ pub(super) struct World {
     pub(super) step: u64,
     pub(super) fault_log: Vec<FaultRecord>,
     pub(super) fault_counts: BTreeMap<FaultKind, u64>,
+    /// The sum of `fault_counts`: a poll that finds it unchanged need not copy them.
+    pub(super) fault_total: u64,
     pub(super) fail_next_sync: BTreeSet<PathBuf>,
     pub(super) fail_next_write: BTreeSet<PathBuf>,
     pub(super) tasks: BTreeMap<u64, TaskSlot>,
@@ -129,6 +131,16 @@ impl CrashDecisions for KeyedCrash<'_> {
 }
 
 /// `max` with chance `all_ppm`, else uniform over `min..=max`, from one keyed value.
+/// This OS thread's id, read once per thread: `std::thread::current()` clones the thread's handle, and every
+/// lock of the world asks for the id.
+fn current_thread_id() -> ThreadId {
+    thread_local! {
+        static ID: ThreadId = std::thread::current().id();
+    }
+    // While this thread's locals are torn down (a world dropped by a thread-local destructor), ask std.
+    ID.try_with(|id| *id).unwrap_or_else(|_| std::thread::current().id())
+}
+
 fn prefix(all_ppm: u32, value: u64, min: u64, max: u64) -> u64 {
     assert!(min <= max, "an empty prefix range");
     if chance_ppm(all_ppm, value) { max } else { min + keyed(&[value, tag::DETAIL]) % (max - min + 1) }
@@ -158,6 +170,7 @@ impl World {
             step: 0,
             fault_log: Vec::new(),
             fault_counts: BTreeMap::new(),
+            fault_total: 0,
             fail_next_sync: BTreeSet::new(),
             fail_next_write: BTreeSet::new(),
             tasks: BTreeMap::new(),
@@ -177,7 +190,7 @@ impl World {
     /// Only the thread that first drove this world, and the threads it started with `env::thread::spawn`, may
     /// drive it: any other thread runs unscheduled, and the run would depend on the OS's timing.
     pub(super) fn assert_owner(&mut self) {
-        let me = std::thread::current().id();
+        let me = current_thread_id();
         match self.owner {
             None => self.owner = Some(me),
             Some(owner) if owner == me => {}
@@ -193,6 +206,7 @@ impl World {
 
     pub(super) fn log_fault(&mut self, kind: FaultKind, file: &Path, offset: u64) {
         *self.fault_counts.entry(kind).or_insert(0) += 1;
+        self.fault_total += 1;
         if self.fault_log.len() < FAULT_LOG_MAX {
             self.fault_log.push(FaultRecord { step: self.step, file: file.to_path_buf(), offset, kind });
         }

@@ -50,6 +50,7 @@ fn failed_creates_renames_and_removes_change_nothing() {
         assert_eq!(env.list_dir(Path::new(DIR)).expect("list"), vec![path("old")], "{}", kind.name());
         assert_eq!(env.read_current(&path("old")).as_deref(), Some(&b"data"[..]));
         assert_eq!(env.fault_counts().get(&kind).copied(), Some(3));
+        assert_eq!(env.fault_total(), 3, "the total is the sum of the per-kind counts (ADR-0126)");
         // Opening an existing file is no namespace operation: it never fails this way.
         env.open(&path("old"), OpenOptions::read()).expect("open an existing file");
     }

@@ -237,6 +237,7 @@ fn short_writes_are_completed_by_write_all_at() {
     file.read_exact_at(5000, &mut back).expect("read");
     assert_eq!(back, data);
     assert!(env.fault_counts()[&FaultKind::ShortWrite] >= 2);
+    assert_eq!(env.fault_total(), env.fault_counts().values().sum::<u64>(), "ADR-0126");
 }
 
 /// A file whose every write stores one byte.

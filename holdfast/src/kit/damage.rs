@@ -18,6 +18,9 @@
 //!   versions can make a read or a merge fail, never bring an older version back (checksums turn damage into
 //!   errors). A later event excuses the key again if its file held it.
 //!
+//! `damage` is always the run's own ([`World::damage`](crate::World::damage)), which only grows: files are added
+//! to it, or it becomes [`Damage::Anywhere`].
+//!
 //! Damage with no known file ([`Damage::Anywhere`]) excuses every key for the rest of the run, and so does a map
 //! that outgrew [`FILES_REMEMBERED_MAX`]: sound, only weaker.
 
@@ -54,6 +57,8 @@ pub struct DamageExcuses {
     events: BTreeMap<OsString, usize>,
     /// Damage landed where no file is known.
     anywhere: bool,
+    /// How many damaged files the last `learn` walked.
+    files_learned: usize,
     /// Keys written cleanly after damage.
     cleared: BTreeMap<u32, Cleared>,
 }
@@ -75,11 +80,15 @@ impl DamageExcuses {
         }
     }
 
-    /// Number the damaged files not seen before.
+    /// Number the damaged files not seen before. A run's damage only grows (files are added, or it becomes
+    /// `Anywhere`), so a set of the size learned last is that set: asked once per key read, it is not walked again
+    /// (ADR-0126).
     fn learn(&mut self, damage: &Damage) {
         match damage {
             Damage::None => {}
+            Damage::Files(files) if files.len() == self.files_learned => {}
             Damage::Files(files) => {
+                self.files_learned = files.len();
                 for file in files {
                     if !self.events.contains_key(file.as_os_str()) {
                         self.events.insert(file.as_os_str().to_owned(), self.events.len());

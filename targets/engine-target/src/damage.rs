@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use engine::Db;
+use engine::{Db, FileKeyRange};
 use holdfast::World;
 use holdfast::env::SimEnv;
 use holdfast::kit::DamageExcuses;
@@ -13,14 +13,27 @@ use holdfast::protocol::file_name;
 
 use crate::EngineTarget;
 
+/// What [`record`] last added: the live files with their key ranges, and the newest live log segment among them.
+#[derive(Debug, Default)]
+pub struct Recorded {
+    files: Vec<FileKeyRange>,
+    newest_log: Option<u64>,
+}
+
 /// Add what the open database's live files hold now; returns the number of the newest live log segment (the one
-/// the next write is appended to), if any is listed.
-pub fn record(excuses: &mut DamageExcuses, db: &Db<SimEnv>) -> Option<u64> {
+/// the next write is appended to), if any is listed. When the files and their ranges are exactly those `last`
+/// holds (a write inside the memtable's range, a step that touched no file), they are already in `excuses`:
+/// recording them again would change nothing (ranges only widen), so only the comparison is paid (ADR-0126).
+pub fn record(excuses: &mut DamageExcuses, last: &mut Recorded, db: &Db<SimEnv>) -> Option<u64> {
     let files = db.file_key_ranges();
-    for file in &files {
-        excuses.record(&file.path, &file.min_key, &file.max_key);
+    if files != last.files {
+        for file in &files {
+            excuses.record(&file.path, &file.min_key, &file.max_key);
+        }
+        last.newest_log = files.iter().filter_map(|file| log_number(&file.path)).max();
+        last.files = files;
     }
-    files.iter().filter_map(|file| log_number(&file.path)).max()
+    last.newest_log
 }
 
 /// The number of a log segment's file (`wal-000009.log` is 9); `None` for any other file.
@@ -49,6 +62,52 @@ impl EngineTarget {
         let (logs, sequence) = (logs_from(db, self.newest_log.unwrap_or(0)), db.last_sequence());
         if self.excuses.acknowledged(damage, key, sequence, logs.iter().map(PathBuf::as_path)) {
             self.counters.add("damage.excuses_ended", 1);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use engine::Options;
+    use holdfast::Damage;
+    use holdfast::kit::key_bytes;
+
+    use super::*;
+
+    /// `record` skips a list equal to the last one (ADR-0126), and still records every file and range: through
+    /// writes, memtable rotations, flushes, compactions and background tasks, each file is excused exactly over
+    /// the range it was seen holding, and `record` names the newest live log segment.
+    #[test]
+    fn record_skips_only_what_it_already_holds() {
+        let env = SimEnv::new(7);
+        let options = Options { flush_threshold_bytes: 2048, l0_compaction_trigger: 2, ..Options::default() };
+        let db = Db::open(env.clone(), "/db", options).expect("open");
+        let (mut excuses, mut last, mut skipped) = (DamageExcuses::default(), Recorded::default(), 0);
+        let mut seen: Vec<FileKeyRange> = Vec::new();
+        for step in 0..400u32 {
+            match step % 50 {
+                17 => db.flush().expect("flush"),
+                41 => db.compact().expect("compact"),
+                _ if step % 7 == 3 => db.delete(&key_bytes(step * 13 % 97)).expect("delete"),
+                _ => db.put(&key_bytes(step * 31 % 97), &[b'v'; 40]).expect("put"),
+            }
+            if step % 5 == 0 {
+                env.run_tasks(100);
+            }
+            let now = db.file_key_ranges();
+            skipped += usize::from(now == last.files);
+            let newest = record(&mut excuses, &mut last, &db);
+            assert_eq!(newest, now.iter().filter_map(|file| log_number(&file.path)).max(), "step {step}");
+            seen.extend(now);
+        }
+        assert!(skipped > 50 && skipped < 350, "{skipped} of 400 steps skipped");
+        assert!(db.stats().flush_count > 2 && db.stats().compaction_count > 0, "{:?}", db.stats());
+        for file in &seen {
+            let (low, high) = (holdfast::kit::parse_key(&file.min_key), holdfast::kit::parse_key(&file.max_key));
+            let (low, high) = (low.expect("a rendered key"), high.expect("a rendered key"));
+            // A run's damage only grows: each file is damaged in a run of its own.
+            let (damage, mut run) = (Damage::Files([file.path.clone()].into()), excuses.clone());
+            assert!(run.excuses(&damage, low, u64::MAX) && run.excuses(&damage, high, u64::MAX), "{file:?}");
         }
     }
 }

@@ -106,6 +106,8 @@ pub struct EngineTarget {
     excuses: holdfast::kit::DamageExcuses,
     /// The newest live log segment at the last step boundary (when the database listed one).
     newest_log: Option<u64>,
+    /// The live files and key ranges last recorded into `excuses`.
+    recorded: damage::Recorded,
     /// Read-only transactions held across steps (`hold_reader`), oldest first.
     readers: Vec<engine::ReadTransaction<SimEnv>>,
 }
@@ -154,7 +156,7 @@ impl EngineTarget {
     /// Remember which keys the open database's files hold now.
     fn record_file_keys(&mut self) {
         if let Some(db) = &self.db {
-            self.newest_log = damage::record(&mut self.excuses, db);
+            self.newest_log = damage::record(&mut self.excuses, &mut self.recorded, db);
         }
     }
 
@@ -205,6 +207,7 @@ impl Target for EngineTarget {
             counters: Coverage::default(),
             excuses: holdfast::kit::DamageExcuses::default(),
             newest_log: None,
+            recorded: damage::Recorded::default(),
             readers: Vec::new(),
         }
     }

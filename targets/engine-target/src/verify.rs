@@ -15,6 +15,17 @@ const ORDERED_KEYS_END: u32 = 1_000_000;
 /// after the last get point reads.
 const VERIFY_SCANS_MAX: usize = 16;
 
+/// The most keys read with point reads after one excused scan error before a new scan starts (ADR-0125).
+const POINT_READ_STRETCH_MAX: usize = 1024;
+
+/// How many keys to read with point reads after an excused scan error, from the key the scan had reached: one
+/// after a scan that got past where it started, twice the last stretch after one that failed where it started
+/// (it met the same damaged block again: a checksum mismatch fails every scan that reaches the block, so a scan
+/// per key would cost more than the point reads it replaces), at most [`POINT_READ_STRETCH_MAX`] (ADR-0125).
+fn point_read_stretch(last: usize, stalled: bool) -> usize {
+    if stalled { last.saturating_mul(2).clamp(1, POINT_READ_STRETCH_MAX) } else { 1 }
+}
+
 /// How a verification scan ended.
 enum ScanEnd {
     /// Every key from its start was checked.
@@ -29,8 +40,9 @@ impl EngineTarget {
     /// Read every key of the key space (and every key the model knows) and compare with the model (ADR-0113): an
     /// ordered scan of the rendered keys merged against the sorted key list (a key the scan does not return is
     /// checked as absent). After an excused scan error, the key the scan had reached is read on its own (a point
-    /// read, as every key was before) and a new scan goes on after it; past `VERIFY_SCANS_MAX` scans, or with keys
-    /// whose rendering does not sort numerically, every key left gets a point read.
+    /// read, as every key was before), with the keys after it when scans keep failing where they start
+    /// ([`point_read_stretch`], ADR-0125), and a new scan goes on after them; past `VERIFY_SCANS_MAX` scans, or
+    /// with keys whose rendering does not sort numerically, every key left gets a point read.
     pub(crate) fn verify_all(&mut self, world: &mut World, context: &str) -> Result<(), Violation> {
         let key_count = self.config.workload.key_count;
         let mut keys: Vec<u32> = (0..key_count).collect();
@@ -38,16 +50,18 @@ impl EngineTarget {
         if keys.last().is_some_and(|&key| key >= ORDERED_KEYS_END) {
             return self.verify_by_gets(world, context, &keys).map(|_| ());
         }
-        let mut next = 0;
+        let (mut next, mut stretch) = (0, 1);
         for _ in 0..VERIFY_SCANS_MAX {
             match self.verify_scan(world, context, &keys, next)? {
                 ScanEnd::Done | ScanEnd::Stopped => return Ok(()),
                 ScanEnd::Failed { at } if at >= keys.len() => return Ok(()),
                 ScanEnd::Failed { at } => {
-                    if !self.verify_by_gets(world, context, &keys[at..=at])? {
+                    stretch = point_read_stretch(stretch, at == next);
+                    let end = keys.len().min(at + stretch);
+                    if !self.verify_by_gets(world, context, &keys[at..end])? {
                         return Ok(());
                     }
-                    next = at + 1;
+                    next = end;
                 }
             }
         }
@@ -154,5 +168,24 @@ impl EngineTarget {
             }
         }
         Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn point_reads_stretch_while_scans_fail_where_they_start() {
+        let stretches: Vec<usize> = [true, true, true, false, true]
+            .iter()
+            .scan(1, |last, &stalled| {
+                *last = point_read_stretch(*last, stalled);
+                Some(*last)
+            })
+            .collect();
+        assert_eq!(stretches, [2, 4, 8, 1, 2]);
+        assert_eq!(point_read_stretch(POINT_READ_STRETCH_MAX, true), POINT_READ_STRETCH_MAX);
+        assert_eq!(point_read_stretch(0, true), 1);
     }
 }
