@@ -459,8 +459,9 @@ impl ConflictTracker {
         Ok(())
     }
 
-    /// Drop the records nobody needs: a finished transaction goes once it is visible and every transaction that
-    /// is active or in flight (validated, not yet visible) began at or after its end (ADR-0024). The oldest
+    /// Drop the records nobody needs: a finished transaction goes once it is visible, every transaction that
+    /// is active or in flight (validated, not yet visible) began at or after its end (ADR-0024), and so will every
+    /// read-only one that begins later at its safe snapshot (ADR-0131). The oldest
     /// active snapshot and the commits in flight come from the index, and the records to drop are the front of
     /// the records ordered by end: the cost is the in-flight commits plus the records dropped.
     pub fn prune(&mut self) {
@@ -470,7 +471,11 @@ impl ConflictTracker {
             record.commit().is_some_and(|commit| commit > visible).then_some(record.snapshot)
         });
         let oldest = self.index.oldest_active().map(|(snapshot, _)| snapshot).into_iter().chain(in_flight).min();
-        let doomed = self.index.ended_by(oldest.map_or(visible, |oldest| oldest.min(visible)));
+        // A read-only reader's safe snapshot can step below every registered snapshot through the spans of visible
+        // pivots (ADR-0093): a record goes only if it ended at or below the lowest snapshot a reader can still
+        // take, or its span (and its writes) would be gone when that reader reads (ADR-0131).
+        let horizon = self.safe_snapshot(oldest.map_or(visible, |oldest| oldest.min(visible)));
+        let doomed = self.index.ended_by(horizon);
         let mut touched = BTreeSet::new();
         for id in &doomed {
             let record = self.txns.remove(id).expect("pruned record");
