@@ -207,6 +207,9 @@ pub struct ConflictTracker {
     expired: BTreeMap<TxnId, bool>,
     pub stats: TrackerStats,
     index: Index,
+    /// The latest end among the records `prune` dropped: no transaction may begin below it, or it would miss their
+    /// writes and spans (ADR-0131). A check, not state: left out of equality and hashing like the index.
+    pruned_end_max: Sequence,
 }
 
 impl PartialEq for ConflictTracker {
@@ -246,6 +249,7 @@ impl ConflictTracker {
             expired: BTreeMap::new(),
             stats: TrackerStats::default(),
             index: Index::default(),
+            pruned_end_max: 0,
         }
     }
 
@@ -282,6 +286,7 @@ impl ConflictTracker {
     /// Start a transaction reading at `snapshot`.
     pub fn begin(&mut self, snapshot: Sequence, read_only: bool) -> TxnId {
         assert!(self.txns.len() < self.capacity, "conflict tracker holds too many transactions");
+        assert!(snapshot >= self.pruned_end_max, "a snapshot {snapshot} below a pruned record's end (ADR-0131)");
         let id = self.next_id;
         self.next_id += 1;
         let record = TxnRecord::new(snapshot, read_only);
@@ -480,6 +485,7 @@ impl ConflictTracker {
         for id in &doomed {
             let record = self.txns.remove(id).expect("pruned record");
             self.index.remove(*id, &record);
+            self.pruned_end_max = self.pruned_end_max.max(record.end().expect("a pruned record ended"));
             for tin in &record.in_edges {
                 if let Some(neighbour) = self.txns.get_mut(tin) {
                     neighbour.out_edges.remove(id);
