@@ -207,6 +207,9 @@ pub struct ConflictTracker {
     expired: BTreeMap<TxnId, bool>,
     pub stats: TrackerStats,
     index: Index,
+    /// The latest end among the records `prune` dropped: no transaction may begin below it, or it would miss their
+    /// writes and spans (ADR-0131). A check, not state: left out of equality and hashing like the index.
+    pruned_end_max: Sequence,
 }
 
 impl PartialEq for ConflictTracker {
@@ -246,6 +249,7 @@ impl ConflictTracker {
             expired: BTreeMap::new(),
             stats: TrackerStats::default(),
             index: Index::default(),
+            pruned_end_max: 0,
         }
     }
 
@@ -282,6 +286,7 @@ impl ConflictTracker {
     /// Start a transaction reading at `snapshot`.
     pub fn begin(&mut self, snapshot: Sequence, read_only: bool) -> TxnId {
         assert!(self.txns.len() < self.capacity, "conflict tracker holds too many transactions");
+        assert!(snapshot >= self.pruned_end_max, "a snapshot {snapshot} below a pruned record's end (ADR-0131)");
         let id = self.next_id;
         self.next_id += 1;
         let record = TxnRecord::new(snapshot, read_only);
@@ -483,8 +488,9 @@ impl ConflictTracker {
         Ok(())
     }
 
-    /// Drop the records nobody needs: a finished transaction goes once it is visible and every transaction that
-    /// is active or in flight (validated, not yet visible) began at or after its end (ADR-0024). The oldest
+    /// Drop the records nobody needs: a finished transaction goes once it is visible, every transaction that
+    /// is active or in flight (validated, not yet visible) began at or after its end (ADR-0024), and so will every
+    /// read-only one that begins later at its safe snapshot (ADR-0131). The oldest
     /// active snapshot and the commits in flight come from the index, and the records to drop are the front of
     /// the records ordered by end: the cost is the in-flight commits plus the records dropped.
     pub fn prune(&mut self) {
@@ -494,11 +500,16 @@ impl ConflictTracker {
             record.commit().is_some_and(|commit| commit > visible).then_some(record.snapshot)
         });
         let oldest = self.index.oldest_active().map(|(snapshot, _)| snapshot).into_iter().chain(in_flight).min();
-        let doomed = self.index.ended_by(oldest.map_or(visible, |oldest| oldest.min(visible)));
+        // A read-only reader's safe snapshot can step below every registered snapshot through the spans of visible
+        // pivots (ADR-0093): a record goes only if it ended at or below the lowest snapshot a reader can still
+        // take, or its span (and its writes) would be gone when that reader reads (ADR-0131).
+        let horizon = self.safe_snapshot(oldest.map_or(visible, |oldest| oldest.min(visible)));
+        let doomed = self.index.ended_by(horizon);
         let mut touched = BTreeSet::new();
         for id in &doomed {
             let record = self.txns.remove(id).expect("pruned record");
             self.index.remove(*id, &record);
+            self.pruned_end_max = self.pruned_end_max.max(record.end().expect("a pruned record ended"));
             for tin in &record.in_edges {
                 if let Some(neighbour) = self.txns.get_mut(tin) {
                     neighbour.out_edges.remove(id);

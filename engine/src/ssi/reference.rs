@@ -415,12 +415,12 @@ impl Reference {
         let visible = self.visible;
         let in_flight = |record: &TxnRecord| record.is_active() || record.commit().is_some_and(|c| c > visible);
         let oldest = self.txns.values().filter(|r| in_flight(r)).map(|r| r.snapshot).min();
+        // The lowest snapshot a reader can still take: the safe one at the oldest (ADR-0131).
+        let horizon = self.safe_snapshot(oldest.map_or(visible, |oldest| oldest.min(visible)));
         let doomed: Vec<TxnId> = self
             .txns
             .iter()
-            .filter(|(_, record)| {
-                record.end().is_some_and(|end| end <= visible && oldest.is_none_or(|oldest| end <= oldest))
-            })
+            .filter(|(_, record)| record.end().is_some_and(|end| end <= horizon))
             .map(|(id, _)| *id)
             .collect();
         for id in doomed {

@@ -171,3 +171,38 @@ fn a_tracker_full_of_commits_in_flight_refuses_a_new_transaction() {
     tracker.set_visible(2);
     assert!(tracker.try_begin(2, false).is_ok(), "room once they are visible");
 }
+
+/// ADR-0131: `prune` dropped a visible pivot whose straddle span a new reader's safe snapshot could still step
+/// back into through the spans of other pivots, so the reader read inside the forgotten span: it saw the pivot's
+/// out-neighbour and not the pivot, and with the pivot's record gone its read of the pivot's write found no
+/// writer (a G2-item cycle `P1 -rw-> T1 -wr-> reader -rw-> P1` that the real-threads txn test found about once in
+/// 75 runs). The call sequence: `P1 → T1` (span [1, 3)), `P2 → F` (span [2, 5)), `P3 → T3` in flight (span [4, 6));
+/// the reader at visible 5 steps to 3, then 1 — inside `P1`'s span, unless `P1` is still there to step below.
+#[test]
+fn a_pivot_whose_span_a_stepped_back_reader_can_reach_is_not_pruned() {
+    let mut tracker = ConflictTracker::new();
+    let (p1, t1, p2, f) =
+        (tracker.begin(0, false), tracker.begin(0, false), tracker.begin(0, false), tracker.begin(0, false));
+    tracker.on_read(p1, b"k1").expect("P1 reads k1");
+    tracker.on_read(p2, b"kf").expect("P2 reads kf");
+    tracker.commit(t1, &keys(&["k1"]), 1).expect("T1 commits k1 at 1");
+    tracker.set_visible(1);
+    tracker.commit(f, &keys(&["kf"]), 2).expect("F commits kf at 2");
+    tracker.set_visible(2);
+    tracker.commit(p1, &keys(&["kp1"]), 3).expect("P1 commits kp1 at 3: span [1, 3)");
+    tracker.set_visible(3);
+    let (p3, t3) = (tracker.begin(3, false), tracker.begin(3, false));
+    tracker.on_read(p3, b"k3").expect("P3 reads k3");
+    tracker.commit(t3, &keys(&["k3"]), 4).expect("T3 commits k3 at 4");
+    tracker.set_visible(4);
+    tracker.commit(p2, &keys(&["kp2"]), 5).expect("P2 commits kp2 at 5: span [2, 5)");
+    tracker.set_visible(5);
+    tracker.commit(p3, &keys(&["kp3"]), 6).expect("P3 commits kp3 at 6, in flight: span [4, 6)");
+    let snapshot = tracker.safe_snapshot(5);
+    assert!(!(1..3).contains(&snapshot), "the reader's snapshot {snapshot} sees T1 (1) and not P1 (3)");
+    assert_eq!(snapshot, 0, "stepped below every span: [4, 6), [2, 5), [1, 3)");
+    // The reader reads P1's key: it does not see P1, so the tracker must know of P1 to record the rw edge.
+    let reader = tracker.begin(snapshot, true);
+    tracker.on_read(reader, b"kp1").expect("a reader never aborts");
+    assert!(tracker.record(reader).out_edges.contains(&p1), "the reader's rw edge to P1 was recorded");
+}
