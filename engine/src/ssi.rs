@@ -379,7 +379,7 @@ impl ConflictTracker {
 
     /// Whether the incremental index equals one built from scratch (ADR-0123). A rebuild costs a walk over every
     /// record, so it runs once per simulator step (`Db::check_invariants`, `Db::check_transactions`), not at every
-    /// tracker call; the tracker's own unit tests still check after every call ([`Self::check_index_in_tests`]).
+    /// tracker call; the tracker's own unit tests still check after every call (`check_index_in_tests`).
     pub fn check_index(&self) -> Result<(), String> {
         let rebuilt = Index::build(&self.txns, |_, record| self.pivot_straddles(record));
         match self.index == rebuilt {
