@@ -6,6 +6,7 @@
 use std::fmt;
 use std::ops::RangeInclusive;
 
+use env::random::PPM_MAX;
 use env::{DeterministicRng, DiskModel, FaultConfig, FaultKeying, FaultKind, Persistence};
 use serde::{Deserialize, Serialize};
 
@@ -228,14 +229,36 @@ impl FaultMenu {
     }
 
     /// The menu with disk quotas drawn from `quota_bytes` (for a system that writes less, or more, than the
-    /// standard range assumes). Panics on an empty range: a menu is the target author's code, not input.
+    /// standard range assumes). An empty range or a zero quota is refused by [`FaultMenu::validate`], which the
+    /// runner and the command line call before drawing a world (ADR-0139).
     pub fn with_disk_quota_bytes(mut self, quota_bytes: RangeInclusive<u64>) -> Self {
-        assert!(
-            !quota_bytes.is_empty() && *quota_bytes.start() > 0,
-            "disk quota range {quota_bytes:?} is empty or zero"
-        );
         self.disk_quota_bytes = quota_bytes;
         self
+    }
+
+    /// Check the menu can be drawn from (ADR-0139): every listed kind once, with a largest ppm in
+    /// 1..=1,000,000; the chances at most 1,000,000 ppm; a non-empty disk quota range of at least 1 byte.
+    /// `runner::configure` and the command line call it, so a target author's mistake is an error that names
+    /// the field, not a panic inside a seed or a range silently reordered.
+    pub fn validate(&self) -> Result<(), String> {
+        for (index, &(kind, ppm_max)) in self.kinds.iter().enumerate() {
+            if ppm_max == 0 || ppm_max > PPM_MAX {
+                return Err(format!("kinds: {kind:?} has largest ppm {ppm_max}, want 1..={PPM_MAX}"));
+            }
+            if self.kinds[..index].iter().any(|&(listed, _)| listed == kind) {
+                return Err(format!("kinds: {kind:?} is listed twice"));
+            }
+        }
+        for (field, ppm) in [("faults_on_ppm", self.faults_on_ppm), ("kind_on_ppm", self.kind_on_ppm)] {
+            if ppm > PPM_MAX {
+                return Err(format!("{field}: {ppm} is over {PPM_MAX}"));
+            }
+        }
+        let quota = &self.disk_quota_bytes;
+        if quota.is_empty() || *quota.start() == 0 {
+            return Err(format!("disk_quota_bytes: {quota:?} is empty or starts at 0 bytes"));
+        }
+        Ok(())
     }
 
     /// The menu with garbled torn sectors that the target claims to survive ([`FaultMenu::garbled_sectors_survived`]).
@@ -330,7 +353,13 @@ pub struct WorldConfig {
 
 impl WorldConfig {
     /// The world of `seed` under `profile`'s `menu`: a pure function of the seed's `"world"` stream.
+    ///
+    /// Panics on a menu [`FaultMenu::validate`] refuses; `runner::configure` and the command line check the
+    /// menu first and report an error.
     pub fn from_seed(seed: u64, profile: FaultProfile, menu: &FaultMenu) -> Self {
+        if let Err(error) = menu.validate() {
+            panic!("invalid fault menu: {error} (check it with FaultMenu::validate)");
+        }
         let mut rng = DeterministicRng::stream(seed, "world");
         let mut weights = draw_weights(&mut rng, menu);
         // From its own stream, so a menu with tamper steps draws every other knob as before.
@@ -431,7 +460,7 @@ fn draw_faults(
         }
         if menu.disk_full && rng.chance_ppm(300_000) {
             let (start, end) = (*menu.disk_quota_bytes.start(), *menu.disk_quota_bytes.end());
-            faults.disk_quota_bytes = Some(rng.range_inclusive(start.min(end).max(1), end.max(1)));
+            faults.disk_quota_bytes = Some(rng.range_inclusive(start, end));
         }
     }
     if menu.garbled_sectors && rng.chance_ppm(500_000) {

@@ -172,9 +172,10 @@ impl<C, O> Outcome<C, O> {
 }
 
 /// The world and target configuration a generated run of `seed` uses under `profile`. Errors when the target
-/// has no such profile.
+/// has no such profile or its menu for it is invalid (`FaultMenu::validate`).
 pub fn configure<T: Target>(seed: u64, profile: FaultProfile) -> Result<(WorldConfig, T::Config), String> {
     let menu = T::fault_menu(profile).ok_or_else(|| format!("target {} has no fault profile {profile:?}", T::NAME))?;
+    menu.validate().map_err(|error| format!("target {}'s fault menu for profile {profile:?}: {error}", T::NAME))?;
     let world = WorldConfig::from_seed(seed, profile, &menu);
     let config = T::configure(seed, &world);
     T::validate_config(&config).map_err(|error| format!("target {} configured seed {seed} badly: {error}", T::NAME))?;

@@ -9,17 +9,21 @@
 //! A second target, `testbed-pinned`, pins its findings as `fail` (`FINDINGS_EXPECT_FAIL`): each operation draws
 //! a number below [`PINNED_DRAWS`] and one that draws 0 fails (`testbed.drew_zero`), so a failing run holds steps
 //! the shrinker removes. With `HOLDFAST_TESTBED_BUILT_WITH` set, the binary stands in for one built with
-//! `--features planted-bug` (`Cli::built_with`), as a user's `#[cfg(feature = ..)]` would make it.
+//! `--features planted-bug` (`Cli::built_with`), as a user's `#[cfg(feature = ..)]` would make it. Its
+//! `beyond` menu is invalid on purpose (a backwards disk quota range, ADR-0139).
 
 use std::process::ExitCode;
 
 use holdfast::cli::Cli;
 use holdfast::env::{DeterministicRng, SimEnv};
-use holdfast::{FailureKind, Observed, SystemError, Target, Violation, World, WorldConfig};
+use holdfast::{FailureKind, FaultMenu, FaultProfile, Observed, SystemError, Target, Violation, World, WorldConfig};
 use serde::{Deserialize, Serialize};
 
 /// The invariant a failing seed violates.
 const PLANTED_INVARIANT: &str = "testbed.planted";
+/// `testbed-pinned`'s quota range under `--fault-profile beyond`: backwards, so its menu is invalid.
+#[expect(clippy::reversed_empty_ranges, reason = "the fixture's planted mistake (ADR-0139)")]
+const BACKWARDS_QUOTA_BYTES: std::ops::RangeInclusive<u64> = 8192..=4096;
 /// The operation (counted from 0) at which a failing or spinning seed does so.
 const PLANTED_OP_INDEX: u64 = 2;
 
@@ -125,6 +129,15 @@ impl Target for Pinned {
     type Config = ();
     type Op = PinnedOp;
     type Observation = u64;
+
+    /// `beyond` is a target author's mistake on purpose: a disk quota range written backwards, which the command
+    /// line refuses by name before running anything (ADR-0139).
+    fn fault_menu(profile: FaultProfile) -> Option<FaultMenu> {
+        Some(match profile {
+            FaultProfile::Assumed => FaultMenu::standard(),
+            FaultProfile::Beyond => FaultMenu::standard().with_disk_quota_bytes(BACKWARDS_QUOTA_BYTES),
+        })
+    }
 
     fn configure(_seed: u64, _world: &WorldConfig) {}
 

@@ -10,6 +10,11 @@ pub(super) fn check_flags(cli: &Cli, args: &Args, entry: &Entry) -> Result<(), S
     if !entry.profiles.contains(&args.profile()) {
         return Err(format!("--fault-profile {}: target {} has no such fault profile", args.profile(), entry.name));
     }
+    if let Some(menu) = (entry.fault_menu)(args.profile()) {
+        menu.validate().map_err(|error| {
+            format!("target {}'s fault menu for --fault-profile {}: {error}", entry.name, args.profile())
+        })?;
+    }
     if args.save.is_some() {
         match &args.adr {
             None => return Err("--save needs --adr ADR-XXXX: the decision record that explains the bug".into()),

@@ -335,6 +335,8 @@ struct Entry {
     /// The package whose `seeds` test replays this target's seed files (printed after `--save`).
     package: Option<&'static str>,
     profiles: Vec<FaultProfile>,
+    /// [`Target::fault_menu`], checked for the chosen profile before anything runs (ADR-0139).
+    fault_menu: fn(FaultProfile) -> Option<crate::FaultMenu>,
     /// [`Target::FINDINGS_EXPECT_FAIL`]: `--save` pins findings as `fail`.
     findings_expect_fail: bool,
     canaries: fn() -> Vec<&'static str>,
@@ -413,6 +415,7 @@ impl Cli {
             feature: None,
             package: None,
             profiles: FaultProfile::ALL.into_iter().filter(|&profile| T::fault_menu(profile).is_some()).collect(),
+            fault_menu: T::fault_menu,
             findings_expect_fail: T::FINDINGS_EXPECT_FAIL,
             canaries: T::canaries,
             real_io: None,
@@ -434,6 +437,7 @@ impl Cli {
             feature: None,
             package: None,
             profiles: Vec::new(),
+            fault_menu: |_| None,
             findings_expect_fail: false,
             canaries: Vec::new,
             real_io: None,

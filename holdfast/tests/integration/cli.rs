@@ -267,3 +267,24 @@ fn a_swarm_whose_stderr_is_not_a_terminal_prints_progress_lines() {
     assert!(default.stderr.contains("swarm progress: 1/7 seeds, 0 failed, "), "{}", default.stderr);
     one_object(&default);
 }
+
+/// A target whose menu cannot be drawn from (its `beyond` quota range is backwards, a target author's mistake) is
+/// refused before anything runs: exit 2 with the target, the profile and the field named, for one seed and for a
+/// swarm alike, while its valid profile still runs (ADR-0139).
+#[test]
+fn a_target_whose_fault_menu_is_invalid_is_refused_by_name_before_any_seed_runs() {
+    for args in [
+        &["--target", "testbed-pinned", "--fault-profile", "beyond", "--seed", "1"][..],
+        &["--target", "testbed-pinned", "--fault-profile", "beyond", "--seeds", "0..4", "--jobs", "1"][..],
+    ] {
+        let run = testbed(args);
+        assert_eq!(run.code, Some(2), "{args:?}: {}{}", run.stdout, run.stderr);
+        assert!(run.stdout.is_empty(), "{args:?} ran something: {}", run.stdout);
+        for named in ["testbed-pinned", "beyond", "disk_quota_bytes", "8192..=4096"] {
+            assert!(run.stderr.contains(named), "{args:?}: {named} not in {}", run.stderr);
+        }
+        assert!(!run.stderr.contains("panicked"), "{args:?}: {}", run.stderr);
+    }
+    let assumed = testbed(&["--target", "testbed-pinned", "--seed", "1", "--steps", "3"]);
+    assert!(assumed.stdout.contains("digest: "), "{}{}", assumed.stdout, assumed.stderr);
+}

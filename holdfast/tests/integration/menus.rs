@@ -28,9 +28,10 @@ struct FilesConfig {
     value_bytes: u64,
 }
 
-/// The store and its model. `SYNC_DIRS`: sync directories under the profile whose names need it.
+/// The store and its model. `SYNC_DIRS`: sync directories under the profile whose names need it. `BAD_MENU`:
+/// the `assumed` menu's disk quota range is backwards, a target author's mistake (ADR-0139).
 #[derive(Debug)]
-struct Files<const SYNC_DIRS: bool> {
+struct Files<const SYNC_DIRS: bool, const BAD_MENU: bool = false> {
     env: Option<SimEnv>,
     /// Derived from the world's profile at construction, never from the configuration.
     sync_dirs: bool,
@@ -40,7 +41,7 @@ struct Files<const SYNC_DIRS: bool> {
     dir_syncs: u64,
 }
 
-impl<const SYNC_DIRS: bool> Files<SYNC_DIRS> {
+impl<const SYNC_DIRS: bool, const BAD_MENU: bool> Files<SYNC_DIRS, BAD_MENU> {
     fn path(n: u64) -> PathBuf {
         PathBuf::from(format!("{FILES_DIR}/f{n}"))
     }
@@ -86,7 +87,7 @@ impl<const SYNC_DIRS: bool> Files<SYNC_DIRS> {
     }
 }
 
-impl<const SYNC_DIRS: bool> Target for Files<SYNC_DIRS> {
+impl<const SYNC_DIRS: bool, const BAD_MENU: bool> Target for Files<SYNC_DIRS, BAD_MENU> {
     const NAME: &'static str = if SYNC_DIRS { "files-sync-dirs" } else { "files" };
     type Config = FilesConfig;
     type Op = FilesOp;
@@ -95,7 +96,12 @@ impl<const SYNC_DIRS: bool> Target for Files<SYNC_DIRS> {
     /// `assumed`: ext4, names durable with the file's fsync. `beyond` stands in for a filesystem where they are
     /// not: crashes only, under the default `posix` model.
     fn fault_menu(profile: FaultProfile) -> Option<FaultMenu> {
+        #[expect(clippy::reversed_empty_ranges, reason = "BAD_MENU's planted mistake")]
+        let backwards = 8192..=4096;
         Some(match profile {
+            FaultProfile::Assumed if BAD_MENU => {
+                FaultMenu::crashes_only_names_durable().with_disk_quota_bytes(backwards)
+            }
             FaultProfile::Assumed => FaultMenu::crashes_only_names_durable(),
             FaultProfile::Beyond => FaultMenu::crashes_only(),
         })
@@ -255,4 +261,48 @@ fn disk_quotas_are_drawn_from_the_menus_range() {
     assert!(standard.iter().all(|quota| holdfast::DISK_QUOTA_BYTES_STANDARD.contains(quota)), "{standard:?}");
     assert!(small.iter().all(|quota| (4096..=8192).contains(quota)), "{small:?}");
     assert!(small.iter().any(|&quota| quota < 6144) && small.iter().any(|&quota| quota >= 6144), "{small:?}");
+}
+
+/// Every preset menu validates, and each mistake a target author can make in a menu's public fields is refused
+/// with the field named, by `FaultMenu::validate` and by `runner::configure` (ADR-0139); nothing reorders a
+/// backwards range or lifts a zero quota silently any more.
+#[test]
+fn every_preset_menu_is_valid_and_each_mistake_is_refused_by_name() {
+    let presets = [
+        FaultMenu::standard(),
+        FaultMenu::crashes_only(),
+        FaultMenu::crashes_only_names_durable(),
+        FaultMenu::crashes_keyed_by_sync_epoch(),
+        FaultMenu::beyond_media_assumptions(),
+        FaultMenu::standard().with_buggify().with_directory_faults().with_disk_quota_bytes(1..=1),
+    ];
+    for menu in &presets {
+        assert_eq!(menu.validate(), Ok(()), "{menu:?}");
+    }
+    let standard = FaultMenu::standard;
+    let fsync = holdfast::env::FaultKind::FsyncError;
+    #[expect(clippy::reversed_empty_ranges, reason = "the mistake under test")]
+    let backwards = 8192..=4096;
+    let mistakes = [
+        (standard().with_disk_quota_bytes(backwards), "disk_quota_bytes"),
+        (standard().with_disk_quota_bytes(0..=4096), "disk_quota_bytes"),
+        (FaultMenu { kinds: vec![(fsync, 0)], ..standard() }, "FsyncError"),
+        (FaultMenu { kinds: vec![(fsync, 1_000_001)], ..standard() }, "FsyncError"),
+        (FaultMenu { kinds: vec![(fsync, 5), (fsync, 7)], ..standard() }, "listed twice"),
+        (FaultMenu { faults_on_ppm: 1_000_001, ..standard() }, "faults_on_ppm"),
+        (FaultMenu { kind_on_ppm: 2_000_000, ..standard() }, "kind_on_ppm"),
+    ];
+    for (menu, named) in mistakes {
+        let error = menu.validate().expect_err(named);
+        assert!(error.contains(named), "{named} not in {error:?}");
+    }
+}
+
+/// `runner::configure` reports an invalid menu as an error naming the target and profile (the command line's
+/// check is `cli::a_target_whose_fault_menu_is_invalid_is_refused_by_name_before_any_seed_runs`).
+#[test]
+fn configure_reports_an_invalid_menu_instead_of_drawing_from_it() {
+    let error = holdfast::runner::configure::<Files<false, true>>(1, FaultProfile::Assumed).expect_err("invalid menu");
+    assert!(error.contains("files") && error.contains("Assumed") && error.contains("disk_quota_bytes"), "{error}");
+    assert!(holdfast::runner::configure::<Files<false>>(1, FaultProfile::Assumed).is_ok());
 }
