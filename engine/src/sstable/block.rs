@@ -14,7 +14,7 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 use super::codec::{BlockTag, CRC_SIZE_BYTES, Cursor, partition_point, put_varint, seal, unseal};
-use super::entry::{ParsedEntry, parse_entry, parse_entry_parts};
+use super::entry::{ParsedEntry, parse_entry, parse_entry_checked, parse_entry_parts};
 use crate::{DecodeError, Entry, InternalKey, SEQUENCE_MAX, Sequence, ValueKind, compare_internal};
 
 /// The largest block a decoder accepts: one entry of the largest key and value, plus slack.
@@ -88,7 +88,7 @@ impl BlockBuilder {
         self.buffer.extend_from_slice(&entry.value);
         self.entries_since_restart += 1;
         self.entry_count += 1;
-        self.last_key = Some(key.clone());
+        InternalKey::copy_into(key, &mut self.last_key);
         assert!(self.buffer.len() <= BLOCK_SIZE_BYTES_MAX, "data block grew past BLOCK_SIZE_BYTES_MAX");
     }
 
@@ -228,7 +228,7 @@ fn validate_entries(
         if let Some(restart) = restart.filter(|&restart| restart < offset) {
             return Err(DecodeError::new(restart as u64, "restart inside an entry"));
         }
-        let parsed = parse_entry_parts(entries, offset, key.len())?;
+        let parsed = parse_entry_checked(entries, offset, key.len())?;
         if at_restart && parsed.shared_size_bytes != 0 {
             return Err(DecodeError::new(offset as u64, "entry at a restart point shares a prefix"));
         }
