@@ -127,20 +127,19 @@ pub fn overlaps(meta: &TableMeta, min_key: &[u8], max_key: &[u8]) -> bool {
 /// The versions compaction keeps of one user key, given newest-first `versions`:
 /// every version newer than `watermark`, plus the newest at or below it (what the oldest live snapshot sees),
 /// minus that one if it is a tombstone and nothing older can exist below (`is_bottom`). ADR-0016.
-pub fn retain_versions(versions: Vec<Entry>, watermark: Sequence, is_bottom: bool) -> Vec<Entry> {
-    let mut kept = Vec::with_capacity(versions.len());
-    for entry in versions {
-        if entry.key.sequence > watermark {
-            kept.push(entry);
-            continue;
-        }
-        if !(is_bottom && entry.kind == ValueKind::Delete) {
-            kept.push(entry);
-        }
-        break;
+pub fn retain_versions(mut versions: Vec<Entry>, watermark: Sequence, is_bottom: bool) -> Vec<Entry> {
+    retain_versions_in_place(&mut versions, watermark, is_bottom);
+    versions
+}
+
+/// [`retain_versions`] in place: `versions` is truncated to what compaction keeps (its buffer is reused from key to
+/// key by the compaction loop, ADR-0135).
+pub(crate) fn retain_versions_in_place(versions: &mut Vec<Entry>, watermark: Sequence, is_bottom: bool) {
+    if let Some(at) = versions.iter().position(|entry| entry.key.sequence <= watermark) {
+        let keeps_it = !(is_bottom && versions[at].kind == ValueKind::Delete);
+        versions.truncate(at + usize::from(keeps_it));
     }
-    debug_assert!(kept.windows(2).all(|pair| pair[0].key.sequence > pair[1].key.sequence));
-    kept
+    debug_assert!(versions.windows(2).all(|pair| pair[0].key.sequence > pair[1].key.sequence));
 }
 
 /// What one compaction job does.

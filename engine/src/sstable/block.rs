@@ -103,7 +103,7 @@ impl BlockBuilder {
         block.extend_from_slice(&self.entry_count.to_le_bytes());
         seal(BlockTag::Data, &mut block, 0);
         debug_assert_eq!(
-            decode_block(&block).map(|decoded| decoded.entry_count()),
+            validate_block(&block).map(|layout| layout.entry_count),
             Ok(self.entry_count as usize),
             "a freshly built block must decode"
         );

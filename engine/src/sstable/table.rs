@@ -170,6 +170,11 @@ impl<F: env::File> Table<F> {
         Ok(Self { file, file_number, file_size_bytes, cache, metadata, counters })
     }
 
+    /// The path of the table's file, as it was opened.
+    pub fn path(&self) -> &std::path::Path {
+        self.file.path()
+    }
+
     /// The number this table was opened with (its block-cache key).
     pub fn file_number(&self) -> u64 {
         self.file_number
