@@ -14,7 +14,7 @@ use crate::scan::merge::{EntrySource, MergeIter};
 use crate::sstable::{Table, TableBuilder};
 use crate::state::{Inner, State};
 use crate::types::Entry;
-use crate::version::{LiveTable, Version, is_bottom, pick_compaction, pick_full, retain_versions_in_place};
+use crate::version::{LiveTable, Version, is_bottom, pick_compaction, pick_full, retain_versions};
 
 /// Bytes charged per entry when sizing compaction outputs.
 const OUTPUT_ENTRY_OVERHEAD_BYTES: u64 = 16;
@@ -267,7 +267,7 @@ fn write_compaction_outputs<E: Env>(
     let flush_key = |versions: &mut Vec<Entry>, pending: &mut Vec<Entry>, pending_bytes: &mut u64| {
         let below = |entries: &[Entry]| entries.iter().any(|entry| entry.key.sequence <= watermark);
         let had_below = below(versions);
-        retain_versions_in_place(versions, watermark, bottom);
+        retain_versions(versions, watermark, bottom);
         if versions.len() > 1 {
             // Only a snapshot below the newest version makes compaction keep an older one.
             env::probe!(inner.env, "compaction.kept_version_for_snapshot");
