@@ -27,7 +27,8 @@ impl<E: Env> Db<E> {
             .version
             .tables()
             .map(|live| FileKeyRange {
-                path: self.inner.table_path(live.meta.file_number),
+                // The path the table was opened by (`Inner::table_path` of its number): copied, not formatted.
+                path: live.table.path().to_path_buf(),
                 min_key: live.meta.min_key.clone(),
                 max_key: live.meta.max_key.clone(),
             })
@@ -61,6 +62,33 @@ impl<E: Env> Db<E> {
 #[cfg(test)]
 mod tests {
     use crate::{Db, Options};
+
+    /// Each table's range is named by the path its number formats to (the table's own path, copied: ADR-0135), and
+    /// a recovered database names them the same way.
+    #[test]
+    fn table_ranges_are_named_by_their_numbered_paths() {
+        let env = env::SimEnv::new(11);
+        let options = Options { flush_threshold_bytes: 1024, ..Options::default() };
+        let db = Db::open(env.clone(), "/db", options.clone()).unwrap();
+        for index in 0..200u32 {
+            db.put(format!("key{index:04}").as_bytes(), &[b'v'; 32]).unwrap();
+        }
+        db.flush().unwrap();
+        for reopened in [false, true] {
+            let db = if reopened { Db::open(env.clone(), "/db", options.clone()).unwrap() } else { db.clone() };
+            let state = db.inner.state();
+            let tables: Vec<_> =
+                state.version.tables().map(|live| db.inner.table_path(live.meta.file_number)).collect();
+            drop(state);
+            assert!(!tables.is_empty(), "the flush wrote a table");
+            let ranges = db.file_key_ranges();
+            let named: Vec<_> = ranges.iter().take(tables.len()).map(|range| range.path.clone()).collect();
+            assert_eq!(named, tables, "reopened: {reopened}");
+            if !reopened {
+                db.close().unwrap();
+            }
+        }
+    }
 
     /// A planted drift of the conflict tracker's index (an active transaction unindexed) fails both checks the
     /// simulator runs after a step, and nothing else does.

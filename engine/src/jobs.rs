@@ -267,15 +267,15 @@ fn write_compaction_outputs<E: Env>(
     let flush_key = |versions: &mut Vec<Entry>, pending: &mut Vec<Entry>, pending_bytes: &mut u64| {
         let below = |entries: &[Entry]| entries.iter().any(|entry| entry.key.sequence <= watermark);
         let had_below = below(versions);
-        let kept = retain_versions(mem::take(versions), watermark, bottom);
-        if kept.len() > 1 {
+        retain_versions(versions, watermark, bottom);
+        if versions.len() > 1 {
             // Only a snapshot below the newest version makes compaction keep an older one.
             env::probe!(inner.env, "compaction.kept_version_for_snapshot");
         }
-        if had_below && !below(&kept) {
+        if had_below && !below(versions) {
             env::probe!(inner.env, "compaction.tombstone_dropped");
         }
-        for entry in kept {
+        for entry in versions.drain(..) {
             *pending_bytes += (entry.key.user_key.len() + entry.value.len()) as u64 + OUTPUT_ENTRY_OVERHEAD_BYTES;
             pending.push(entry);
         }

@@ -56,7 +56,7 @@ impl ValueKind {
 
 /// A user key at a sequence. Ordered by user key ascending, then sequence **descending**, so the newest version
 /// of a key comes first.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Debug, PartialEq, Eq, Hash)]
 pub struct InternalKey {
     pub user_key: Vec<u8>,
     pub sequence: Sequence,
@@ -65,6 +65,27 @@ pub struct InternalKey {
 impl InternalKey {
     pub fn new(user_key: impl Into<Vec<u8>>, sequence: Sequence) -> Self {
         Self { user_key: user_key.into(), sequence }
+    }
+
+    /// Make `slot` a copy of `key`, reusing the buffer of the key already there (a builder's last key, once per
+    /// entry added: no allocation once it has grown to the key size, ADR-0135).
+    pub(crate) fn copy_into(key: &Self, slot: &mut Option<Self>) {
+        match slot {
+            Some(last) => last.clone_from(key),
+            None => *slot = Some(key.clone()),
+        }
+    }
+}
+
+impl Clone for InternalKey {
+    fn clone(&self) -> Self {
+        Self { user_key: self.user_key.clone(), sequence: self.sequence }
+    }
+
+    /// Reuses `self`'s key buffer.
+    fn clone_from(&mut self, source: &Self) {
+        self.user_key.clone_from(&source.user_key);
+        self.sequence = source.sequence;
     }
 }
 

@@ -126,21 +126,14 @@ pub fn overlaps(meta: &TableMeta, min_key: &[u8], max_key: &[u8]) -> bool {
 
 /// The versions compaction keeps of one user key, given newest-first `versions`:
 /// every version newer than `watermark`, plus the newest at or below it (what the oldest live snapshot sees),
-/// minus that one if it is a tombstone and nothing older can exist below (`is_bottom`). ADR-0016.
-pub fn retain_versions(versions: Vec<Entry>, watermark: Sequence, is_bottom: bool) -> Vec<Entry> {
-    let mut kept = Vec::with_capacity(versions.len());
-    for entry in versions {
-        if entry.key.sequence > watermark {
-            kept.push(entry);
-            continue;
-        }
-        if !(is_bottom && entry.kind == ValueKind::Delete) {
-            kept.push(entry);
-        }
-        break;
+/// minus that one if it is a tombstone and nothing older can exist below (`is_bottom`). ADR-0016. In place:
+/// `versions` is truncated to them (the compaction loop reuses its buffer from key to key, ADR-0135).
+pub(crate) fn retain_versions(versions: &mut Vec<Entry>, watermark: Sequence, is_bottom: bool) {
+    if let Some(at) = versions.iter().position(|entry| entry.key.sequence <= watermark) {
+        let keeps_it = !(is_bottom && versions[at].kind == ValueKind::Delete);
+        versions.truncate(at + usize::from(keeps_it));
     }
-    debug_assert!(kept.windows(2).all(|pair| pair[0].key.sequence > pair[1].key.sequence));
-    kept
+    debug_assert!(versions.windows(2).all(|pair| pair[0].key.sequence > pair[1].key.sequence));
 }
 
 /// What one compaction job does.
@@ -221,11 +214,14 @@ mod tests {
             entry("a", 4, ValueKind::Put),
             entry("a", 2, ValueKind::Put),
         ];
-        let seqs = |kept: Vec<Entry>| kept.iter().map(|e| e.key.sequence).collect::<Vec<_>>();
-        assert_eq!(seqs(retain_versions(versions.clone(), 9, false)), vec![9]);
-        assert_eq!(seqs(retain_versions(versions.clone(), 5, false)), vec![9, 7, 4]);
-        assert_eq!(seqs(retain_versions(versions.clone(), 7, false)), vec![9, 7]);
-        assert_eq!(seqs(retain_versions(versions.clone(), 7, true)), vec![9]);
-        assert_eq!(seqs(retain_versions(versions, 1, true)), vec![9, 7, 4, 2]);
+        let seqs = |mut kept: Vec<Entry>, watermark: Sequence, is_bottom: bool| {
+            retain_versions(&mut kept, watermark, is_bottom);
+            kept.iter().map(|e| e.key.sequence).collect::<Vec<_>>()
+        };
+        assert_eq!(seqs(versions.clone(), 9, false), vec![9]);
+        assert_eq!(seqs(versions.clone(), 5, false), vec![9, 7, 4]);
+        assert_eq!(seqs(versions.clone(), 7, false), vec![9, 7]);
+        assert_eq!(seqs(versions.clone(), 7, true), vec![9]);
+        assert_eq!(seqs(versions, 1, true), vec![9, 7, 4, 2]);
     }
 }

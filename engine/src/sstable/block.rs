@@ -14,7 +14,7 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 use super::codec::{BlockTag, CRC_SIZE_BYTES, Cursor, partition_point, put_varint, seal, unseal};
-use super::entry::{ParsedEntry, parse_entry, parse_entry_parts};
+use super::entry::{ParsedEntry, parse_entry, parse_entry_checked, parse_entry_parts};
 use crate::{DecodeError, Entry, InternalKey, SEQUENCE_MAX, Sequence, ValueKind, compare_internal};
 
 /// The largest block a decoder accepts: one entry of the largest key and value, plus slack.
@@ -88,7 +88,7 @@ impl BlockBuilder {
         self.buffer.extend_from_slice(&entry.value);
         self.entries_since_restart += 1;
         self.entry_count += 1;
-        self.last_key = Some(key.clone());
+        InternalKey::copy_into(key, &mut self.last_key);
         assert!(self.buffer.len() <= BLOCK_SIZE_BYTES_MAX, "data block grew past BLOCK_SIZE_BYTES_MAX");
     }
 
@@ -103,7 +103,7 @@ impl BlockBuilder {
         block.extend_from_slice(&self.entry_count.to_le_bytes());
         seal(BlockTag::Data, &mut block, 0);
         debug_assert_eq!(
-            decode_block(&block).map(|decoded| decoded.entry_count()),
+            validate_block(&block).map(|layout| layout.entry_count),
             Ok(self.entry_count as usize),
             "a freshly built block must decode"
         );
@@ -163,6 +163,36 @@ pub fn decode_block_owned(mut bytes: Vec<u8>) -> Result<Block, DecodeError> {
     let layout = validate_block(&bytes)?;
     bytes.truncate(bytes.len() - CRC_SIZE_BYTES);
     Ok(Block::from_parts(bytes, layout))
+}
+
+/// [`decode_block_owned`] for a block an earlier read of which validated with checksum `known_crc` (ADR-0135).
+/// When these bytes carry that checksum and it verifies, they are those bytes (a table is immutable; a read that
+/// flips bits fails its checksum), so the structural walk is not repeated: the counts come from the trailer and the
+/// first and last keys are `keys`, the index entry's (which the earlier validation matched). Any other bytes take
+/// the whole [`decode_block_owned`]. A failing checksum is the same error either way. Returns the block and its
+/// checksum.
+pub(crate) fn decode_block_known(
+    bytes: Vec<u8>,
+    known_crc: Option<u32>,
+    keys: (&InternalKey, &InternalKey),
+) -> Result<(Block, u32), DecodeError> {
+    let stored = bytes
+        .len()
+        .checked_sub(CRC_SIZE_BYTES)
+        .map(|at| u32::from_le_bytes(bytes[at..].try_into().expect("the checksum is CRC_SIZE_BYTES long")));
+    let Some(crc) = stored else { return Err(validate_block(&bytes).expect_err("a block shorter than its CRC")) };
+    if known_crc != Some(crc) || bytes.len() > BLOCK_SIZE_BYTES_MAX {
+        return decode_block_owned(bytes).map(|block| (block, crc));
+    }
+    let mut bytes = bytes;
+    let contents_size_bytes = unseal(BlockTag::Data, &bytes)?.len();
+    bytes.truncate(contents_size_bytes);
+    let counts_offset = contents_size_bytes.checked_sub(8).expect("a validated block holds its counts");
+    let count = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("a count is 4 bytes")) as usize;
+    let (restart_count, entry_count) = (count(counts_offset), count(counts_offset + 4));
+    let entries_end = counts_offset.checked_sub(restart_count * 4).expect("a validated block holds its restarts");
+    let (first_key, last_key) = (keys.0.clone(), keys.1.clone());
+    Ok((Block::from_parts(bytes, Layout { entries_end, restart_count, entry_count, first_key, last_key }), crc))
 }
 
 /// Check everything [`decode_block`] promises; returns where the parts are.
@@ -228,7 +258,7 @@ fn validate_entries(
         if let Some(restart) = restart.filter(|&restart| restart < offset) {
             return Err(DecodeError::new(restart as u64, "restart inside an entry"));
         }
-        let parsed = parse_entry_parts(entries, offset, key.len())?;
+        let parsed = parse_entry_checked(entries, offset, key.len())?;
         if at_restart && parsed.shared_size_bytes != 0 {
             return Err(DecodeError::new(offset as u64, "entry at a restart point shares a prefix"));
         }
@@ -523,6 +553,30 @@ mod tests {
                 let Some(expected) = expected else { continue };
                 let expected = (expected.key.user_key == user_key).then_some((expected.kind, expected.value.as_slice()));
                 prop_assert_eq!(block.get_value(&user_key, sequence), expected);
+            }
+        }
+
+        #[test]
+        fn a_known_checksum_decodes_the_block_the_walk_decodes(
+            entries in sorted_entries(),
+            restart_interval in 1usize..6,
+            flip in proptest::option::of(any::<usize>()),
+        ) {
+            let good = build(&entries, restart_interval);
+            let walked = decode_block(&good).unwrap();
+            let keys = (walked.first_key(), walked.last_key());
+            let crc = u32::from_le_bytes(good[good.len() - CRC_SIZE_BYTES..].try_into().unwrap());
+            let mut bytes = good.clone();
+            if let Some(position) = flip {
+                bytes[position % good.len()] ^= 0x10;
+            }
+            let expected = decode_block(&bytes);
+            for known_crc in [None, Some(crc), Some(crc ^ 1)] {
+                let known = decode_block_known(bytes.clone(), known_crc, keys);
+                prop_assert_eq!(known.as_ref().map(|(block, _)| block), expected.as_ref(), "known {:?}", known_crc);
+                if let Ok((_, returned)) = known {
+                    prop_assert_eq!(returned, crc);
+                }
             }
         }
 

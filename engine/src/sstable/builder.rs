@@ -79,7 +79,7 @@ impl TableBuilder {
         self.entry_count += 1;
         self.min_sequence = self.min_sequence.min(key.sequence);
         self.max_sequence = self.max_sequence.max(key.sequence);
-        self.last_key = Some(key.clone());
+        InternalKey::copy_into(key, &mut self.last_key);
         if self.block.size_estimate_bytes() >= self.options.block_size_bytes {
             self.flush_block();
         }

@@ -1,10 +1,12 @@
 //! Parsing one data-block entry (the format is in [`super::block`]): a fast path for the common shape, and the
 //! general parser every other shape and every error goes through.
 //!
-//! The fast path reads an entry whose three sizes are one-byte varints (keys under 128 bytes and values under 128
-//! bytes: YCSB's keys and values are) with plain slice indexing, and hands anything else, including every
-//! malformed entry, to [`parse_entry_general`]. The two agree on every input, errors included: a proptest runs
-//! both on random bytes, and builds with [`crate::EXPENSIVE_CHECKS`] compare them on every fast-path parse.
+//! The fast path reads an entry whose key sizes are one-byte varints and whose value size is a one- or two-byte one
+//! (keys under 128 bytes and values under 16 KiB: YCSB's keys and values are) with plain slice indexing, and hands
+//! anything else, including every malformed entry, to [`parse_entry_general`]. The two agree on every input, errors
+//! included: proptests run both on random bytes and on well-formed entries, and builds with
+//! [`crate::EXPENSIVE_CHECKS`] compare them on every fast-path parse of a block being validated (every entry any
+//! reader parses was in one, ADR-0135).
 
 use super::codec::Cursor;
 use crate::{DecodeError, KEY_SIZE_BYTES_MAX, Sequence, VALUE_SIZE_BYTES_MAX, ValueKind};
@@ -36,9 +38,11 @@ pub(super) fn parse_entry(entries: &[u8], offset: usize, key: &mut Vec<u8>) -> R
     Ok(parsed)
 }
 
-/// Parse the entry at `offset` without rebuilding its key; the previous key was `previous_key_size_bytes` long.
+/// Parse the entry at `offset` of a block being validated (the first parse of its bytes), without rebuilding its
+/// key; the previous key was `previous_key_size_bytes` long. Builds with [`crate::EXPENSIVE_CHECKS`] compare the
+/// fast parser's answer with the general parser's here.
 #[inline]
-pub(super) fn parse_entry_parts(
+pub(super) fn parse_entry_checked(
     entries: &[u8],
     offset: usize,
     previous_key_size_bytes: usize,
@@ -55,19 +59,38 @@ pub(super) fn parse_entry_parts(
     }
 }
 
-/// The common, well-formed entry: three one-byte sizes, a valid kind, every byte inside `entries`. `None` for
-/// anything else (the general parser decides it). Pure; never panics.
+/// Parse the entry at `offset` without rebuilding its key; the previous key was `previous_key_size_bytes` long.
+/// The re-parse of a validated block (a seek, a lookup, a cursor) has no cross-check of its own (ADR-0135): both
+/// parsers are pure, and [`parse_entry_checked`] compared them on the same bytes when the block was validated, with
+/// the same previous key size, or at a restart point (where a re-parse starts with 0) on an entry that shares no
+/// prefix, whose parse does not depend on it.
+#[inline]
+pub(super) fn parse_entry_parts(
+    entries: &[u8],
+    offset: usize,
+    previous_key_size_bytes: usize,
+) -> Result<ParsedEntry, DecodeError> {
+    match parse_entry_fast(entries, offset, previous_key_size_bytes) {
+        Some(parsed) => Ok(parsed),
+        None => parse_entry_general(entries, offset, previous_key_size_bytes),
+    }
+}
+
+/// The common, well-formed entry: one-byte key sizes, a value size of one or two bytes (a canonical varint: values
+/// under 16 KiB, ADR-0135), a valid kind, every byte inside `entries`. `None` for anything else (the general parser
+/// decides it). Pure; never panics.
 #[inline]
 fn parse_entry_fast(entries: &[u8], offset: usize, previous_key_size_bytes: usize) -> Option<ParsedEntry> {
     let sizes = entries.get(offset..offset.checked_add(3)?)?;
-    let (shared, unshared, value) = (sizes[0], sizes[1], sizes[2]);
-    if (shared | unshared | value) & 0x80 != 0 || usize::from(shared) > previous_key_size_bytes {
+    let (shared, unshared) = (sizes[0], sizes[1]);
+    if (shared | unshared) & 0x80 != 0 || usize::from(shared) > previous_key_size_bytes {
         return None;
     }
-    let delta_start = offset + 3;
+    let (value, value_size_size_bytes) = fast_value_size(entries, offset + 2)?;
+    let delta_start = offset + 2 + value_size_size_bytes;
     let delta_end = delta_start + usize::from(unshared);
     let value_start = delta_end + TRAILER_SIZE_BYTES;
-    let value_end = value_start + usize::from(value);
+    let value_end = value_start + value;
     let trailer = entries.get(delta_end..value_start)?;
     if value_end > entries.len() {
         return None;
@@ -87,6 +110,23 @@ fn parse_entry_fast(entries: &[u8], offset: usize, previous_key_size_bytes: usiz
         delta_start,
         delta_end,
     })
+}
+
+/// The value size at `at`, a canonical varint of one byte, or of two (the second non-zero and below 0x80): the
+/// size and how many bytes it took. `None` for a longer, non-canonical or truncated one (the general parser decides
+/// it). The largest two-byte size, 16,383, is under [`VALUE_SIZE_BYTES_MAX`] (asserted at compile time).
+#[inline]
+fn fast_value_size(entries: &[u8], at: usize) -> Option<(usize, usize)> {
+    const _: () = assert!(VALUE_SIZE_BYTES_MAX >= 0x3FFF, "a two-byte value size is always within the limit");
+    let low = *entries.get(at)?;
+    if low & 0x80 == 0 {
+        return Some((usize::from(low), 1));
+    }
+    let high = *entries.get(at + 1)?;
+    if high & 0x80 != 0 || high == 0 {
+        return None;
+    }
+    Some((usize::from(low & 0x7F) | usize::from(high) << 7, 2))
 }
 
 /// Every entry shape, and the error for a malformed one at the offset of its bad bytes.
@@ -180,6 +220,27 @@ mod tests {
             prop_assert_eq!(&bytes[fast.value_start..fast.value_end], value.as_slice());
             prop_assert_eq!(Ok(fast), parse_entry_general(&bytes, 0, usize::from(shared)));
         }
+
+        #[test]
+        fn the_fast_parser_takes_two_byte_value_sizes_as_the_general_one_does(
+            shared in 0u8..128,
+            delta in proptest::collection::vec(any::<u8>(), 0..128),
+            value_size_bytes in 128usize..0x4000,
+            sequence in 0u64..1 << 56,
+        ) {
+            let trailer = sequence << 8 | u64::from(ValueKind::Put.to_byte());
+            let value: Vec<u8> = (0..value_size_bytes).map(|index| index as u8).collect();
+            let mut bytes = vec![shared, delta.len() as u8];
+            super::super::codec::put_varint(&mut bytes, value_size_bytes as u32);
+            prop_assert_eq!(bytes.len(), 4, "a two-byte value size");
+            bytes.extend_from_slice(&delta);
+            bytes.extend_from_slice(&trailer.to_le_bytes());
+            bytes.extend_from_slice(&value);
+            let fast = parse_entry_fast(&bytes, 0, usize::from(shared)).expect("a well-formed two-byte-size entry");
+            prop_assert_eq!(&bytes[fast.value_start..fast.value_end], value.as_slice());
+            prop_assert_eq!(fast.next_offset, bytes.len());
+            prop_assert_eq!(Ok(fast), parse_entry_general(&bytes, 0, usize::from(shared)));
+        }
     }
 
     #[test]
@@ -192,6 +253,9 @@ mod tests {
             entry_bytes([0, 1, 1], b"k", delete, b"v"), // a tombstone with a value
             entry_bytes([0, 1, 5], b"k", put, b"vv"), // value past the end
             vec![0, 1],                             // truncated sizes
+            [&[0, 1, 0x80, 0x00][..], b"k", &put.to_le_bytes()].concat(), // non-canonical two-byte value size
+            [&[0, 1, 0x81, 0x01][..], b"k", &put.to_le_bytes(), b"v"].concat(), // value (129 bytes) past the end
+            [&[0, 1, 0x80, 0x80, 0x01][..], b"k", &put.to_le_bytes()].concat(), // a three-byte value size, truncated
         ];
         for bytes in cases {
             assert_eq!(parse_entry_fast(&bytes, 0, 1), None, "{bytes:?}");

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 
 use super::READ_RETRIES_MAX;
-use super::block::{Block, BlockCursor, decode_block, decode_block_owned};
+use super::block::{Block, BlockCursor, decode_block, decode_block_known};
 use super::bloom::{BloomFilter, decode_bloom};
 use super::cache::BlockCache;
 use super::codec::partition_point;
@@ -129,7 +129,12 @@ pub struct Table<F: env::File> {
     cache: Arc<BlockCache>,
     metadata: Metadata,
     counters: Counters,
+    /// Per data block: 0 until a read of it validated, then `VALIDATED_FLAG | its checksum` (ADR-0135).
+    validated_crcs: Vec<AtomicU64>,
 }
+
+/// Marks a [`Table`]'s `validated_crcs` slot as holding a checksum.
+const VALIDATED_FLAG: u64 = 1 << 32;
 
 impl<F: env::File> fmt::Debug for Table<F> {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -167,7 +172,13 @@ impl<F: env::File> Table<F> {
             decode_metadata(footer, bytes.as_slice()).map_err(relative)
         })?;
         assert_eq!(metadata.footer, footer, "metadata decoded from the footer it was given");
-        Ok(Self { file, file_number, file_size_bytes, cache, metadata, counters })
+        let validated_crcs = metadata.index.iter().map(|_| AtomicU64::new(0)).collect();
+        Ok(Self { file, file_number, file_size_bytes, cache, metadata, counters, validated_crcs })
+    }
+
+    /// The path of the table's file, as it was opened.
+    pub fn path(&self) -> &std::path::Path {
+        self.file.path()
     }
 
     /// The number this table was opened with (its block-cache key).
@@ -288,13 +299,19 @@ impl<F: env::File> Table<F> {
             assert_eq!(block.entry_count(), entry.entry_count as usize, "cached block belongs to another file");
             return Ok(block);
         }
-        let block = read_verified(&self.file, &self.counters, entry.offset, entry.size_bytes as usize, |bytes| {
-            // The buffer becomes the block (no copy); a failed attempt's buffer is dropped and the next re-read
-            // allocates a fresh one.
-            let block = decode_block_owned(std::mem::take(bytes))?;
-            check_block_against_index(&block, entry)?;
-            Ok(block)
-        })?;
+        let slot = &self.validated_crcs[block_index];
+        let known = slot.load(AtomicOrdering::Relaxed);
+        let known_crc = (known & VALIDATED_FLAG != 0).then_some(known as u32);
+        let (block, crc) =
+            read_verified(&self.file, &self.counters, entry.offset, entry.size_bytes as usize, |bytes| {
+                // The buffer becomes the block (no copy); a failed attempt's buffer is dropped and the next re-read
+                // allocates a fresh one. A block read before is not walked again (ADR-0135).
+                let keys = (&entry.first_key, &entry.last_key);
+                let (block, crc) = decode_block_known(std::mem::take(bytes), known_crc, keys)?;
+                check_block_against_index(&block, entry)?;
+                Ok((block, crc))
+            })?;
+        slot.store(VALIDATED_FLAG | u64::from(crc), AtomicOrdering::Relaxed);
         let block = Arc::new(block);
         self.cache.insert(self.file_number, entry.offset, Arc::clone(&block));
         Ok(block)
