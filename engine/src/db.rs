@@ -119,13 +119,14 @@ impl<E: Env> Db<E> {
     pub(crate) fn write_batch(&self, writes: Vec<BatchWrite>) -> Result<Sequence> {
         assert!(!writes.is_empty(), "empty batch");
         self.wait_for_stall()?;
+        let prepared = crate::commit::prepare(writes);
         let ticket = {
             let mut state = self.inner.state();
             self.inner.check_writable()?;
             // A blind write reads nothing: its snapshot may include every submitted commit (no false ww aborts).
             let snapshot = state.next_sequence - 1;
             let txn = crate::commit::track(&self.inner, &mut self.inner.registry(), snapshot, false)?;
-            crate::commit::submit(&self.inner, &mut state, writes, txn, None)?
+            crate::commit::submit(&self.inner, &mut state, prepared, txn, None)?
         };
         // Joins the same batches as transactions: waits for the one sync that covers its record.
         crate::commit::wait_for_commit(&self.inner, &ticket)?;

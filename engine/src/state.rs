@@ -9,6 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use env::{Env, TaskHandle};
@@ -199,6 +200,10 @@ pub(crate) struct Inner<E: Env> {
     view: Mutex<Published<E::File>>,
     /// The visible sequence, the sources' version counter and every thread's cached sources (ADR-0127).
     read_cache: ReadCache<E::File>,
+    /// The last sequence the registry knows is visible (`Registry::set_visible`), stored after it: a committer
+    /// that sees its sequence here returns without the writer lock, and its next transaction's snapshot (the
+    /// registry's) already includes its commit (ADR-0132). Never ahead of the registry, nor of the read view.
+    registered_visible: AtomicU64,
     /// Set when a background or write error leaves the on-disk state unknown: writes fail until reopen. A leaf.
     poisoned: Mutex<Option<Error>>,
     pub(crate) closed: ClosedFlag,
@@ -229,6 +234,7 @@ impl<E: Env> Inner<E> {
         let closed = ClosedFlag::default();
         let view = Published { sources: Arc::new(sources_of(&state, &closed)) };
         let read_cache = ReadCache::new(state.last_sequence);
+        let registered_visible = AtomicU64::new(state.last_sequence);
         Self {
             env,
             dir,
@@ -238,6 +244,7 @@ impl<E: Env> Inner<E> {
             registry: Mutex::new(registry),
             view: Mutex::new(view),
             read_cache,
+            registered_visible,
             poisoned: Mutex::new(None),
             closed,
             lock: Mutex::new(Some(lock)),
@@ -330,6 +337,19 @@ impl<E: Env> Inner<E> {
     /// The last acknowledged sequence readers see.
     pub(crate) fn visible_sequence(&self) -> Sequence {
         self.read_cache.visible()
+    }
+
+    /// The last sequence the registry knows is visible ([`Inner::set_registered_visible`]); at most
+    /// [`Inner::visible_sequence`].
+    pub(crate) fn registered_visible(&self) -> Sequence {
+        self.registered_visible.load(Ordering::Acquire)
+    }
+
+    /// Tell `registry`, then the lock-free watermark, that commits up to `last` are visible. After
+    /// [`Inner::publish`] made them readable.
+    pub(crate) fn set_registered_visible(&self, registry: &mut Registry, last: Sequence) {
+        registry.set_visible(last);
+        self.registered_visible.store(last, Ordering::Release);
     }
 
     #[cfg(test)]
@@ -452,6 +472,26 @@ mod tests {
         let last = Some(b"1".to_vec());
         assert_eq!(seen, [v.clone(), v.clone(), v.clone(), v.clone(), v, Some(b"buffered".to_vec()), last]);
         db.close().unwrap();
+    }
+
+    /// The committer's early return (ADR-0132): a synced commit submitted but not yet synced is above the
+    /// registered watermark (so `wait_for_commit` waits for its batch); once acknowledged, the watermark, the
+    /// registry and the read view all hold it, and the committer's next transaction's snapshot sees its write.
+    #[test]
+    fn the_registered_watermark_moves_only_with_the_registry() {
+        let env = env::SimEnv::new(5);
+        let db = Db::open(env, "/db", Options::default()).unwrap();
+        let before = db.inner.registered_visible();
+        let mut txn = db.begin().unwrap();
+        txn.put(b"k", b"v").unwrap();
+        let ticket = txn.submit().unwrap().expect("a transaction with a write has a ticket");
+        assert_eq!((before, ticket.last_sequence), (0, 1));
+        assert_eq!((db.inner.registered_visible(), db.inner.registry().visible), (before, before));
+        db.wait_for_commit(&ticket).unwrap();
+        let visible = (db.inner.registered_visible(), db.inner.registry().visible, db.inner.visible_sequence());
+        assert_eq!(visible, (1, 1, 1));
+        db.wait_for_commit(&ticket).unwrap();
+        assert_eq!(db.begin().unwrap().get(b"k").unwrap(), Some(b"v".to_vec()));
     }
 
     /// The invariant check sees a change the writer did not publish, and passes once it is published.

@@ -226,10 +226,12 @@ impl<E: Env> Transaction<E> {
             let finished = registry.tracker.finish(self.id, visible);
             return finished.map(|()| None).map_err(|error| conflict(&inner.env, error));
         }
+        let prepared = crate::commit::prepare(writes);
         let mut state = inner.state();
         // The snapshot stays registered until the commit is visible (released by `acknowledge`): a reader's safe
         // snapshot may go back to it (ADR-0025).
-        let result = crate::commit::submit(&self.db.inner, &mut state, writes, self.id, Some(self.snapshot)).map(Some);
+        let result =
+            crate::commit::submit(&self.db.inner, &mut state, prepared, self.id, Some(self.snapshot)).map(Some);
         if result.is_err() {
             inner.registry().release_snapshot(self.snapshot);
         }

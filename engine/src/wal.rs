@@ -125,6 +125,12 @@ pub fn batch_write_bytes(key_len: usize, value_len: usize) -> usize {
     9 + key_len + value_len
 }
 
+/// Set the first sequence of an encoded batch payload: a commit encodes its payload before the writer lock and
+/// learns its sequence under it (ADR-0132).
+pub fn set_batch_first_sequence(payload: &mut [u8], first_sequence: Sequence) {
+    payload[..8].copy_from_slice(&first_sequence.to_le_bytes());
+}
+
 /// Encode a batch payload.
 pub fn encode_batch(batch: &Batch) -> Vec<u8> {
     assert!(!batch.writes.is_empty(), "empty batch");
@@ -490,6 +496,15 @@ mod tests {
             let scan = decode_segment(&bytes[..len]);
             assert!(!matches!(scan.end, WalEnd::Corrupt { .. }), "cut at {len}: {:?}", scan.end);
         }
+    }
+
+    #[test]
+    fn a_payload_encoded_before_its_sequence_is_known_decodes_with_the_one_set_later() {
+        let late = batch(1, &["a", "b"]);
+        let mut payload = encode_batch(&late);
+        set_batch_first_sequence(&mut payload, 41);
+        assert_eq!(payload, encode_batch(&batch(41, &["a", "b"])));
+        assert_eq!(decode_batch(&payload).map(|b| (b.first_sequence, b.last_sequence())), Ok((41, 42)));
     }
 
     #[test]
