@@ -23,12 +23,16 @@ pub struct Recorded {
 /// Add what the open database's live files hold now; returns the number of the newest live log segment (the one
 /// the next write is appended to), if any is listed. When the files and their ranges are exactly those `last`
 /// holds (a write inside the memtable's range, a step that touched no file), they are already in `excuses`:
-/// recording them again would change nothing (ranges only widen), so only the comparison is paid (ADR-0126).
+/// recording them again would change nothing (ranges only widen), so only the comparison is paid (ADR-0126); so
+/// is an entry equal to the one at the same place in the last list (ADR-0137).
 pub fn record(excuses: &mut DamageExcuses, last: &mut Recorded, db: &Db<SimEnv>) -> Option<u64> {
     let files = db.file_key_ranges();
     if files != last.files {
-        for file in &files {
-            excuses.record(&file.path, &file.min_key, &file.max_key);
+        // An entry equal to the one at its place in the last list is recorded already (ADR-0137).
+        for (index, file) in files.iter().enumerate() {
+            if last.files.get(index) != Some(file) {
+                excuses.record(&file.path, &file.min_key, &file.max_key);
+            }
         }
         last.newest_log = files.iter().filter_map(|file| log_number(&file.path)).max();
         last.files = files;
