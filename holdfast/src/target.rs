@@ -151,10 +151,14 @@ pub struct Coverage {
 }
 
 impl Coverage {
-    /// Add `count` to counter `name`.
+    /// Add `count` to counter `name`. A counter already there is found by `&str`, with no `String` made: the
+    /// engine target counts every key it verifies in a damaged run (ADR-0137).
     pub fn add(&mut self, name: &str, count: u64) {
-        let slot = self.counters.entry(name.to_string()).or_insert(0);
-        *slot = slot.saturating_add(count);
+        if let Some(slot) = self.counters.get_mut(name) {
+            *slot = slot.saturating_add(count);
+        } else {
+            self.counters.insert(name.to_string(), count);
+        }
     }
 
     /// The value of counter `name` (0 if never counted).
@@ -379,5 +383,27 @@ pub trait Target: Sized {
     /// The configuration as printed at the start of a run.
     fn describe(config: &Self::Config) -> String {
         serde_json::to_string(config).unwrap_or_else(|error| format!("<unprintable: {error}>"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Coverage;
+
+    /// `add` creates a counter on first sight and sums afterwards (saturating); `merge` adds counter by counter.
+    #[test]
+    fn coverage_adds_new_and_existing_counters() {
+        let mut coverage = Coverage::default();
+        coverage.add("damage.exact_reads", 2);
+        coverage.add("damage.exact_reads", 3);
+        coverage.add("flushes", 0);
+        assert_eq!((coverage.get("damage.exact_reads"), coverage.get("flushes")), (5, 0));
+        assert_eq!(coverage.counters.len(), 2, "a zero count still names its counter");
+        coverage.add("damage.exact_reads", u64::MAX);
+        assert_eq!(coverage.get("damage.exact_reads"), u64::MAX, "saturates");
+        let mut total = Coverage::default();
+        total.add("flushes", 4);
+        total.merge(&coverage);
+        assert_eq!((total.get("flushes"), total.get("damage.exact_reads"), total.get("none")), (4, u64::MAX, 0));
     }
 }

@@ -9,7 +9,6 @@ use engine::{Db, FileKeyRange};
 use holdfast::World;
 use holdfast::env::SimEnv;
 use holdfast::kit::DamageExcuses;
-use holdfast::protocol::file_name;
 
 use crate::EngineTarget;
 
@@ -23,12 +22,16 @@ pub struct Recorded {
 /// Add what the open database's live files hold now; returns the number of the newest live log segment (the one
 /// the next write is appended to), if any is listed. When the files and their ranges are exactly those `last`
 /// holds (a write inside the memtable's range, a step that touched no file), they are already in `excuses`:
-/// recording them again would change nothing (ranges only widen), so only the comparison is paid (ADR-0126).
+/// recording them again would change nothing (ranges only widen), so only the comparison is paid (ADR-0126); so
+/// is an entry equal to the one at the same place in the last list (ADR-0137).
 pub fn record(excuses: &mut DamageExcuses, last: &mut Recorded, db: &Db<SimEnv>) -> Option<u64> {
     let files = db.file_key_ranges();
     if files != last.files {
-        for file in &files {
-            excuses.record(&file.path, &file.min_key, &file.max_key);
+        // An entry equal to the one at its place in the last list is recorded already (ADR-0137).
+        for (index, file) in files.iter().enumerate() {
+            if last.files.get(index) != Some(file) {
+                excuses.record(&file.path, &file.min_key, &file.max_key);
+            }
         }
         last.newest_log = files.iter().filter_map(|file| log_number(&file.path)).max();
         last.files = files;
@@ -36,9 +39,10 @@ pub fn record(excuses: &mut DamageExcuses, last: &mut Recorded, db: &Db<SimEnv>)
     last.newest_log
 }
 
-/// The number of a log segment's file (`wal-000009.log` is 9); `None` for any other file.
+/// The number of a log segment's file (`wal-000009.log` is 9); `None` for any other file. Reads the name in place
+/// (a name that is not UTF-8 is no segment's): it runs for every live file of every changed list (ADR-0137).
 fn log_number(path: &Path) -> Option<u64> {
-    file_name(path).strip_prefix("wal-")?.strip_suffix(".log")?.parse().ok()
+    path.file_name()?.to_str()?.strip_prefix("wal-")?.strip_suffix(".log")?.parse().ok()
 }
 
 /// The live log segments numbered `from` or above: where a write acknowledged now may have been appended, when
@@ -73,6 +77,22 @@ mod tests {
     use holdfast::kit::key_bytes;
 
     use super::*;
+
+    /// A segment's number from its path; any other file, or a name that is not a segment's, has none.
+    #[test]
+    fn log_numbers_come_only_from_segment_names() {
+        assert_eq!(log_number(Path::new("/db/wal-000009.log")), Some(9));
+        assert_eq!(log_number(Path::new("/db/wal-1234567.log")), Some(1_234_567));
+        for other in ["/db/table-000009.sst", "/db/MANIFEST", "/db/wal-.log", "/db/wal-00x9.log", "/db/wal-000009"] {
+            assert_eq!(log_number(Path::new(other)), None, "{other}");
+        }
+        #[cfg(unix)]
+        {
+            use std::os::unix::ffi::OsStrExt;
+            let not_utf8 = std::ffi::OsStr::from_bytes(b"/db/wal-00\xff9.log");
+            assert_eq!(log_number(Path::new(not_utf8)), None);
+        }
+    }
 
     /// `record` skips a list equal to the last one (ADR-0126), and still records every file and range: through
     /// writes, memtable rotations, flushes, compactions and background tasks, each file is excused exactly over
