@@ -8,6 +8,25 @@ set -uo pipefail
 cd "$(dirname "$0")"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 
+# `--help` only explains: it installs nothing, builds nothing and measures nothing.
+for arg in "$@"; do
+  if [ "$arg" = "-h" ] || [ "$arg" = "--help" ]; then
+    sed -n '2,6p' run.sh | sed 's/^# \{0,1\}//'
+    echo "It first runs bench/setup.sh (apt-installs libclang-dev and librocksdb-dev where missing), then"
+    echo "builds the benchmark binary (release) and runs it with your arguments."
+    echo
+    bin="$CARGO_TARGET_DIR/release/holdfast-bench"
+    if [ -x "$bin" ]; then
+      echo "The benchmark binary's options ($bin --help):"
+      echo
+      exec "$bin" --help
+    fi
+    echo "The benchmark binary's own options are listed here once it is built (any run of this script builds it;"
+    echo "or: cd bench && cargo build --release)."
+    exit 0
+  fi
+done
+
 # A busy machine makes every number pessimistic and noisy: say so before anything runs (the binary checks again
 # at the start and the end of the measurements and records it in the results file's meta.load_warning).
 cores=$(nproc 2>/dev/null || echo 1)
