@@ -206,21 +206,21 @@ pub(super) fn bench_all(cli: &Cli, args: &Args) -> u8 {
     for entry in cli.entries.iter().filter(|entry| entry.unbuilt.is_none()) {
         let context = Context { args, cli, entry };
         if let Some(line) = (entry.bench)(&context) {
-            println!("{}", line.render());
+            outln!("{}", line.render());
             if line.failed > 0 {
-                println!("  ({} of {} seeds failed: run the swarm to see them)", line.failed, line.seeds);
+                outln!("  ({} of {} seeds failed: run the swarm to see them)", line.failed, line.seeds);
             }
             lines.push(line);
         }
     }
     let Some(first) = lines.first() else { return EXIT_FAIL };
-    println!("steps_per_second: {:.0}", first.work_steps_per_second());
+    outln!("steps_per_second: {:.0}", first.work_steps_per_second());
     let real = lines.iter().find_map(|line| line.real_io.clone().map(|real| (line, real)));
     match real {
         Some((line, Ok((ops, nanos)))) => {
             let real_per_second = BenchLine::per_second(ops, nanos);
-            println!("speedup_vs_real_io: {:.1}", line.work_steps_per_second() / real_per_second.max(1e-9));
-            println!(
+            outln!("speedup_vs_real_io: {:.1}", line.work_steps_per_second() / real_per_second.max(1e-9));
+            outln!(
                 "(real IO: the first {ops} operations of {}'s seed {} in {} ms, {real_per_second:.0} ops/s)",
                 line.target,
                 bench_seeds(args).start,

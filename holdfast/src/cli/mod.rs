@@ -14,10 +14,29 @@
 //! Structure: [`Args`] parses; `Mode::from_args` picks one mode; each mode is one function returning an exit
 //! code (0 pass, 1 failure, 2 bad input). `--shrink` (and `--save`) follow any mode that found a failure.
 
+/// `println!` for the command line's standard output: a closed pipe ends the process with exit code 141 instead
+/// of a panic (`out::write`).
+macro_rules! outln {
+    () => {
+        $crate::cli::out::write(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::cli::out::write(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `print!` for the command line's standard output (see `outln!`).
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::cli::out::write(format_args!($($arg)*))
+    };
+}
+
 mod bench;
 mod checks;
 mod export;
 mod modes;
+pub mod out;
 mod save;
 mod swarm;
 
@@ -58,7 +77,7 @@ pub const SEEDS_DIR_ENV_VAR: &str = "SIMULATOR_SEEDS_DIR";
 /// the same seed gives the same digest on every machine and in every process.
 ///
 /// Exit codes: 0 pass, 1 an invariant failed (or coverage was missing, or the run was not deterministic),
-/// 2 bad input.
+/// 2 bad input, 3 standard output could not be written, 141 standard output's reader closed it (as SIGPIPE).
 #[derive(Debug, Parser)]
 #[command(version, long_about)]
 pub struct Args {

@@ -72,7 +72,7 @@ pub(super) fn save_schedule<T: Target>(path: &Path, schedule: &ScheduleOf<T>, no
         eprintln!("error: {error}");
         return false;
     }
-    println!("schedule saved: {} ({} steps{note})", path.display(), schedule.steps.len());
+    outln!("schedule saved: {} ({} steps{note})", path.display(), schedule.steps.len());
     true
 }
 
@@ -87,7 +87,7 @@ fn write_image<C, O>(context: &Context<'_>, outcome: &Outcome<C, O>) -> bool {
     let Some(dir) = &context.args.export_image else { return true };
     match super::export::export_image(dir, outcome) {
         Ok(message) => {
-            println!("export-image: {message}");
+            outln!("export-image: {message}");
             true
         }
         Err(error) => {
@@ -102,11 +102,11 @@ fn write_dot<T: Target>(failure: &crate::Failure, dot: Option<&Path>) {
     let Some(path) = dot else { return };
     match T::render_failure(failure) {
         Some(rendering) => match write_file(path, &rendering.text) {
-            Ok(()) => println!("dot: wrote {} to {}", rendering.what, path.display()),
+            Ok(()) => outln!("dot: wrote {} to {}", rendering.what, path.display()),
             Err(error) => eprintln!("dot: {error}"),
         },
         None => {
-            println!("dot: target {} has no drawing of this failure; nothing written to {}", T::NAME, path.display())
+            outln!("dot: target {} has no drawing of this failure; nothing written to {}", T::NAME, path.display())
         }
     }
 }
@@ -119,27 +119,27 @@ pub(super) fn report_run<T: Target, C, O>(
     dot: Option<&Path>,
     models: Option<&str>,
 ) -> u8 {
-    println!("steps: {} (work steps {})", outcome.steps_run, outcome.work_steps);
+    outln!("steps: {} (work steps {})", outcome.steps_run, outcome.work_steps);
     let counters: Vec<String> =
         outcome.coverage.counters.iter().map(|(name, count)| format!("{name}={count}")).collect();
-    println!("coverage: {}", counters.join(" "));
+    outln!("coverage: {}", counters.join(" "));
     let code = match &outcome.failure {
         None => {
-            println!("result: pass");
+            outln!("result: pass");
             EXIT_PASS
         }
         Some(failure) => {
-            print!("{}", failure.report());
-            println!("replay: {replay_command}");
+            out!("{}", failure.report());
+            outln!("replay: {replay_command}");
             write_dot::<T>(failure, dot);
-            println!("first failure: seed={} step={} invariant={}", failure.seed, failure.step, failure.invariant);
+            outln!("first failure: seed={} step={} invariant={}", failure.seed, failure.step, failure.invariant);
             if let Some(line) = models {
-                println!("{line}");
+                outln!("{line}");
             }
             EXIT_FAIL
         }
     };
-    println!("digest: {}", outcome.digest_hex());
+    outln!("digest: {}", outcome.digest_hex());
     code
 }
 
@@ -150,8 +150,8 @@ fn single_mode<T: Target>(context: &Context<'_>, seed: u64) -> u8 {
         Ok(configured) => configured,
         Err(error) => return bad_input(&error),
     };
-    println!("seed: {seed} (0x{seed:x}) target: {} steps: {}", T::NAME, args.steps);
-    println!("{}", describe::<T>(&crate::Schedule::new(T::NAME, seed, world, config)));
+    outln!("seed: {seed} (0x{seed:x}) target: {} steps: {}", T::NAME, args.steps);
+    outln!("{}", describe::<T>(&crate::Schedule::new(T::NAME, seed, world, config)));
     let outcome = match args.seed_timeout() {
         None => run_target::<T>(seed, &options),
         // Under the watchdog (ADR-0098): the seed runs on a thread of its own, abandoned if it gets stuck.
@@ -171,7 +171,7 @@ fn single_mode<T: Target>(context: &Context<'_>, seed: u64) -> u8 {
     let models = if args.shrink || stuck { None } else { models_line::<T>(&outcome, &options) };
     let code = report_run::<T, _, _>(&outcome, &command, args.dot.as_deref(), models.as_deref());
     if args.shrink && stuck {
-        println!("shrink: a stuck seed never finished, so it has no schedule to shrink");
+        outln!("shrink: a stuck seed never finished, so it has no schedule to shrink");
         return code;
     }
     if shrinks {
@@ -221,7 +221,7 @@ fn replay_mode<T: Target>(context: &Context<'_>) -> u8 {
         // Replay (and shrink) under another model: the parts of the schedule's own that a flag names are
         // replaced (ADR-0112).
         schedule.world.disk = options.disk_over(&schedule.world.disk);
-        println!("disk model replaced: {}", schedule.world.disk);
+        outln!("disk model replaced: {}", schedule.world.disk);
     }
     if let Some(seed) = &seed_file {
         if let Some(name) = &seed.canary {
@@ -237,11 +237,11 @@ fn replay_mode<T: Target>(context: &Context<'_>) -> u8 {
             corpus::Expectation::Pass => "pass".to_string(),
             corpus::Expectation::Fail(signature) => format!("fail with {signature}"),
         };
-        println!("seed file: {} ({}): expects {expect}", seed.name, seed.adr);
-        println!("description: {}", seed.description);
+        outln!("seed file: {} ({}): expects {expect}", seed.name, seed.adr);
+        outln!("description: {}", seed.description);
     }
-    println!("replay: {} seed: {} steps: {}", path.display(), schedule.seed, schedule.steps.len());
-    println!("{}", describe::<T>(&schedule));
+    outln!("replay: {} seed: {} steps: {}", path.display(), schedule.seed, schedule.steps.len());
+    outln!("{}", describe::<T>(&schedule));
     let outcome = run_schedule::<T>(&schedule, &options);
     let shrinks = args.shrink && !outcome.passed();
     if !write_outputs::<T>(context, &outcome, shrinks) || !write_image(context, &outcome) {
@@ -267,14 +267,14 @@ fn determinism_mode<T: Target>(context: &Context<'_>, seed: u64) -> u8 {
     });
     let code = match result {
         Ok(steps) => {
-            println!("determinism: ok (seed {seed}, {steps} steps, two runs identical)");
+            outln!("determinism: ok (seed {seed}, {steps} steps, two runs identical)");
             EXIT_PASS
         }
         Err((step, first, second)) => {
-            println!("determinism: DIVERGED at step {step} (digest {first:016x} then {second:016x})");
+            outln!("determinism: DIVERGED at step {step} (digest {first:016x} then {second:016x})");
             EXIT_FAIL
         }
     };
-    println!("digest: {digest:016x}");
+    outln!("digest: {digest:016x}");
     code
 }

@@ -21,13 +21,8 @@ pub(super) fn shrink_and_report<T: Target>(
     let args = context.args;
     let clock = RealEnv::new();
     let started = clock.now();
-    println!();
-    println!(
-        "shrinking: seed {} ({} steps), budget {} reruns",
-        schedule.seed,
-        schedule.steps.len(),
-        args.shrink_budget
-    );
+    outln!();
+    outln!("shrinking: seed {} ({} steps), budget {} reruns", schedule.seed, schedule.steps.len(), args.shrink_budget);
     let shrunk = match shrink_schedule::<T>(schedule, options, args.shrink_budget) {
         Ok(shrunk) => shrunk,
         Err(error) => {
@@ -41,22 +36,22 @@ pub(super) fn shrink_and_report<T: Target>(
         }
     };
     let wall = clock.now().saturating_sub(started);
-    println!("minimal schedule ({} steps, signature {}):", shrunk.steps_after, shrunk.signature);
+    outln!("minimal schedule ({} steps, signature {}):", shrunk.steps_after, shrunk.signature);
     for (index, step) in shrunk.schedule.steps.iter().enumerate() {
-        println!("  #{index} {}", render_step(step));
+        outln!("  #{index} {}", render_step(step));
     }
-    println!("config:");
+    outln!("config:");
     for line in shrunk.schedule.world.to_string().lines() {
-        println!("  {line}");
+        outln!("  {line}");
     }
-    println!("  {}: {}", T::NAME, T::describe(&shrunk.schedule.config));
-    println!("shrunk: {} -> {} steps", shrunk.steps_before, shrunk.steps_after);
+    outln!("  {}: {}", T::NAME, T::describe(&shrunk.schedule.config));
+    outln!("shrunk: {} -> {} steps", shrunk.steps_before, shrunk.steps_after);
     let fixpoint = match (shrunk.reached_fixpoint, shrunk.one_minimal) {
         (true, _) => "fixpoint reached (1-minimal)",
         (false, true) => "budget exhausted; 1-minimal by the final single-step pass",
         (false, false) => "budget exhausted; not shown 1-minimal",
     };
-    println!("reruns: {} ({fixpoint}), wall time: {:.2} s", shrunk.reruns, wall.as_secs_f64());
+    outln!("reruns: {} ({fixpoint}), wall time: {:.2} s", shrunk.reruns, wall.as_secs_f64());
     let mut code = EXIT_FAIL;
     if let Some(path) = &args.save_schedule
         && !super::modes::save_schedule::<T>(path, &shrunk.schedule, ", the minimal schedule")
@@ -74,15 +69,15 @@ pub(super) fn shrink_and_report<T: Target>(
         eprintln!("error: --save: {error}");
         code = EXIT_BAD_INPUT;
     }
-    println!("confirmed by a fresh replay:");
+    outln!("confirmed by a fresh replay:");
     if let Some(report) = &models {
-        println!("{}", report.line());
+        outln!("{}", report.line());
     }
     let validation = &shrunk.validation;
     if let Some(failure) = &validation.failure {
-        print!("{}", failure.report());
+        out!("{}", failure.report());
     }
-    println!("digest: {}", validation.digest_hex());
+    outln!("digest: {}", validation.digest_hex());
     code
 }
 
@@ -135,10 +130,10 @@ fn save_seed<T: Target>(
     let path = dir.join(format!("{name}.json"));
     RealEnv::new().create_dir_all(&dir).map_err(|error| format!("cannot create {}: {error}", dir.display()))?;
     write_file(&path, &text)?;
-    println!("saved: {}", path.display());
-    println!("replay: {} {}--replay {}", context.command(), context.selection(), path.display());
+    outln!("saved: {}", path.display());
+    outln!("replay: {} {}--replay {}", context.command(), context.selection(), path.display());
     let package = context.entry.package.map(|package| format!(" -p {package}")).unwrap_or_default();
     let features = context.test_features();
-    println!("test: cargo test{package}{features} --test seeds seed_{}", ident(name));
+    outln!("test: cargo test{package}{features} --test seeds seed_{}", ident(name));
     Ok(())
 }

@@ -50,7 +50,7 @@ fn print_line(bar: &ProgressBar, json: bool, line: String) {
     } else if json {
         eprintln!("{line}");
     } else {
-        println!("{line}");
+        outln!("{line}");
     }
 }
 
@@ -117,9 +117,9 @@ pub(super) fn swarm_mode<T: Target>(context: &Context<'_>) -> u8 {
         return super::save::shrink_and_report::<T>(context, schedule, &options.run);
     }
     if args.shrink && isolate && !summary.failures.is_empty() {
-        println!("shrink: an isolated swarm does not keep schedules; shrink one seed with --seed N --shrink");
+        outln!("shrink: an isolated swarm does not keep schedules; shrink one seed with --seed N --shrink");
     } else if args.shrink && first_failing.is_none() && !summary.failures.is_empty() {
-        println!("shrink: a stuck seed never finished, so it has no schedule to shrink");
+        outln!("shrink: a stuck seed never finished, so it has no schedule to shrink");
     }
     code
 }
@@ -276,21 +276,24 @@ fn print_summary(
             probes_never_hit,
             replay_commands: replay.clone(),
         };
-        println!("{}", serde_json::to_string(&json).expect("a summary serializes"));
+        outln!("{}", serde_json::to_string(&json).expect("a summary serializes"));
         return code;
     }
     text(summary, &missing);
     for failure in &summary.failures {
         let command = replay.get(&failure.seed).cloned().unwrap_or_else(|| format!("--seed {}", failure.seed));
-        println!(
+        outln!(
             "failed: seed={} step={} invariant={} kind={} replay: {command}",
-            failure.seed, failure.step, failure.invariant, failure.kind
+            failure.seed,
+            failure.step,
+            failure.invariant,
+            failure.kind
         );
     }
     if let Some(first) = summary.failures.first() {
-        println!("first failure: seed={} step={} invariant={}", first.seed, first.step, first.invariant);
+        outln!("first failure: seed={} step={} invariant={}", first.seed, first.step, first.invariant);
     }
-    println!("digest: {:016x}", summary.digest);
+    outln!("digest: {:016x}", summary.digest);
     code
 }
 
@@ -319,19 +322,19 @@ fn read_shard(path: &Path) -> Result<SwarmJson, String> {
 
 /// Seeds, coverage totals, probes and required coverage.
 fn print_counts(args: &Args, summary: &SwarmSummary, missing: &[String]) {
-    println!("seeds: run={} passed={} failed={}", summary.seeds_run, summary.seeds_passed, summary.failures.len());
-    println!("coverage totals:");
+    outln!("seeds: run={} passed={} failed={}", summary.seeds_run, summary.seeds_passed, summary.failures.len());
+    outln!("coverage totals:");
     for (name, count) in &summary.coverage.counters {
         let required = if summary.required.contains(name) { " (required)" } else { "" };
-        println!("  {name}: {count}{required}");
+        outln!("  {name}: {count}{required}");
     }
     print_probes(summary);
     if args.requires_coverage() {
         if missing.is_empty() {
             let probes = if args.require_probes { summary.declared_probes.len() } else { 0 };
-            println!("required coverage: all {} counters above zero", summary.required.len() + probes);
+            outln!("required coverage: all {} counters above zero", summary.required.len() + probes);
         } else {
-            println!("MISSING coverage (required, zero): {}", missing.join(", "));
+            outln!("MISSING coverage (required, zero): {}", missing.join(", "));
         }
     }
 }
@@ -340,14 +343,14 @@ fn print_counts(args: &Args, summary: &SwarmSummary, missing: &[String]) {
 fn print_probes(summary: &SwarmSummary) {
     let undeclared = summary.probes_undeclared();
     if !undeclared.is_empty() {
-        println!("probes hit but not declared by the target: {}", undeclared.join(", "));
+        outln!("probes hit but not declared by the target: {}", undeclared.join(", "));
     }
     if summary.declared_probes.is_empty() {
         return;
     }
     let never = summary.probes_never_hit();
-    println!("probes: {} of {} hit", summary.declared_probes.len() - never.len(), summary.declared_probes.len());
+    outln!("probes: {} of {} hit", summary.declared_probes.len() - never.len(), summary.declared_probes.len());
     if !never.is_empty() {
-        println!("never hit: {}", never.join(", "));
+        outln!("never hit: {}", never.join(", "));
     }
 }

@@ -288,3 +288,25 @@ fn a_target_whose_fault_menu_is_invalid_is_refused_by_name_before_any_seed_runs(
     let assumed = testbed(&["--target", "testbed-pinned", "--seed", "1", "--steps", "3"]);
     assert!(assumed.stdout.contains("digest: "), "{}{}", assumed.stdout, assumed.stderr);
 }
+
+/// Standard output whose reader is gone (`simulator ... | head` once head exits) ends the run the way SIGPIPE ends
+/// a C tool: exit code 141, nothing on stderr, no panic (exit 101 before); the same run with a reader passes.
+#[test]
+fn a_closed_standard_output_ends_with_sigpipes_exit_code_not_a_panic() {
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    let output = Command::new(env!("CARGO_BIN_EXE_holdfast-testbed"))
+        .args(["--seed", "1", "--steps", "10"])
+        .env_remove("SIMULATOR_SEED")
+        .stdin(std::process::Stdio::null())
+        .stdout(writer)
+        .output()
+        .expect("the fixture binary starts");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(i32::from(holdfast::cli::out::EXIT_OUTPUT_CLOSED)), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(stderr.is_empty(), "a closed pipe is not an error to report: {stderr}");
+    let read = testbed(&["--seed", "1", "--steps", "10"]);
+    assert_eq!(read.code, Some(0), "{}", read.stderr);
+    assert!(read.stdout.contains("digest: "), "{}", read.stdout);
+}
