@@ -101,12 +101,14 @@ impl BlockBuilder {
         }
         block.extend_from_slice(&size_u32(self.restart_offsets.len()).to_le_bytes());
         block.extend_from_slice(&self.entry_count.to_le_bytes());
-        seal(BlockTag::Data, &mut block, 0);
+        // The structure is checked before sealing: the checksum `seal` appends is over exactly these bytes, so
+        // checking it again here would compute the same CRC twice over the same bytes (ADR-0140).
         debug_assert_eq!(
-            validate_block(&block).map(|layout| layout.entry_count),
+            validate_contents(&block).map(|layout| layout.entry_count),
             Ok(self.entry_count as usize),
             "a freshly built block must decode"
         );
+        seal(BlockTag::Data, &mut block, 0);
         *self = Self::new(self.restart_interval);
         block
     }
@@ -200,7 +202,11 @@ fn validate_block(bytes: &[u8]) -> Result<Layout, DecodeError> {
     if bytes.len() > BLOCK_SIZE_BYTES_MAX {
         return Err(DecodeError::new(0, format!("block of {} bytes exceeds BLOCK_SIZE_BYTES_MAX", bytes.len())));
     }
-    let contents = unseal(BlockTag::Data, bytes)?;
+    validate_contents(unseal(BlockTag::Data, bytes)?)
+}
+
+/// [`validate_block`]'s structural checks of a block's contents (its CRC cut off, or not yet appended).
+fn validate_contents(contents: &[u8]) -> Result<Layout, DecodeError> {
     let Some(counts_offset) = contents.len().checked_sub(8) else {
         return Err(DecodeError::new(0, "block too short for its restart and entry counts"));
     };

@@ -345,8 +345,8 @@ fn read_verified<F: env::File, T>(
         if attempt > 0 {
             bump(&counters.read_retries);
         }
-        buffer.resize(size_bytes, 0);
-        file.read_exact_at(offset, &mut buffer)?;
+        // Filled without zeroing first (ADR-0140): the same reads, so the same fault decisions.
+        file.read_exact_at_into(offset, size_bytes, &mut buffer)?;
         bump(&counters.block_reads);
         match decode(&mut buffer) {
             Ok(value) => return Ok(value),
