@@ -143,6 +143,16 @@ pub trait File: Send + Sync + Debug + 'static {
         Ok(())
     }
 
+    /// Read exactly `len` bytes at `offset` into `buf`, replacing its contents (its capacity is reused); a file
+    /// that ends early is [`Error::UnexpectedEof`], and `buf` then holds what was read. The same `read_at` calls as
+    /// [`File::read_exact_at`] into a buffer of `len` bytes; an implementation may skip zeroing the buffer first
+    /// (`SimFile` copies its image straight into it, ADR-0140).
+    fn read_exact_at_into(&self, offset: u64, len: usize, buf: &mut Vec<u8>) -> Result<()> {
+        buf.clear();
+        buf.resize(len, 0);
+        self.read_exact_at(offset, buf)
+    }
+
     /// Write all of `data` at `offset`, continuing after short writes (at most [`WRITE_ATTEMPTS_MAX`] attempts).
     fn write_all_at(&self, offset: u64, data: &[u8]) -> Result<()> {
         let mut done = 0usize;
@@ -179,8 +189,8 @@ pub trait File: Send + Sync + Debug + 'static {
             path: self.path().to_path_buf(),
             message: format!("file of {len} bytes does not fit in memory"),
         })?;
-        let mut buf = vec![0u8; len];
-        self.read_exact_at(0, &mut buf)?;
+        let mut buf = Vec::new();
+        self.read_exact_at_into(0, len, &mut buf)?;
         Ok(buf)
     }
 }

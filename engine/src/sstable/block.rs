@@ -101,12 +101,14 @@ impl BlockBuilder {
         }
         block.extend_from_slice(&size_u32(self.restart_offsets.len()).to_le_bytes());
         block.extend_from_slice(&self.entry_count.to_le_bytes());
-        seal(BlockTag::Data, &mut block, 0);
+        // The structure is checked before sealing: the checksum `seal` appends is over exactly these bytes, so
+        // checking it again here would compute the same CRC twice over the same bytes (ADR-0140).
         debug_assert_eq!(
-            validate_block(&block).map(|layout| layout.entry_count),
+            validate_contents(&block).map(|layout| layout.entry_count),
             Ok(self.entry_count as usize),
             "a freshly built block must decode"
         );
+        seal(BlockTag::Data, &mut block, 0);
         *self = Self::new(self.restart_interval);
         block
     }
@@ -169,10 +171,10 @@ pub fn decode_block_owned(mut bytes: Vec<u8>) -> Result<Block, DecodeError> {
 /// When these bytes carry that checksum and it verifies, they are those bytes (a table is immutable; a read that
 /// flips bits fails its checksum), so the structural walk is not repeated: the counts come from the trailer and the
 /// first and last keys are `keys`, the index entry's (which the earlier validation matched). Any other bytes take
-/// the whole [`decode_block_owned`]. A failing checksum is the same error either way. Returns the block and its
-/// checksum.
+/// the whole [`decode_block_owned`]. A failing checksum is the same error either way. Returns the block, which
+/// takes the buffer, and its checksum; on an error the buffer is left as it was (ADR-0140: a retry compares it).
 pub(crate) fn decode_block_known(
-    bytes: Vec<u8>,
+    bytes: &mut Vec<u8>,
     known_crc: Option<u32>,
     keys: (&InternalKey, &InternalKey),
 ) -> Result<(Block, u32), DecodeError> {
@@ -180,12 +182,15 @@ pub(crate) fn decode_block_known(
         .len()
         .checked_sub(CRC_SIZE_BYTES)
         .map(|at| u32::from_le_bytes(bytes[at..].try_into().expect("the checksum is CRC_SIZE_BYTES long")));
-    let Some(crc) = stored else { return Err(validate_block(&bytes).expect_err("a block shorter than its CRC")) };
+    let Some(crc) = stored else { return Err(validate_block(bytes).expect_err("a block shorter than its CRC")) };
     if known_crc != Some(crc) || bytes.len() > BLOCK_SIZE_BYTES_MAX {
-        return decode_block_owned(bytes).map(|block| (block, crc));
+        let layout = validate_block(bytes)?;
+        let mut owned = std::mem::take(bytes);
+        owned.truncate(owned.len() - CRC_SIZE_BYTES);
+        return Ok((Block::from_parts(owned, layout), crc));
     }
-    let mut bytes = bytes;
-    let contents_size_bytes = unseal(BlockTag::Data, &bytes)?.len();
+    let contents_size_bytes = unseal(BlockTag::Data, bytes)?.len();
+    let mut bytes = std::mem::take(bytes);
     bytes.truncate(contents_size_bytes);
     let counts_offset = contents_size_bytes.checked_sub(8).expect("a validated block holds its counts");
     let count = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("a count is 4 bytes")) as usize;
@@ -200,7 +205,11 @@ fn validate_block(bytes: &[u8]) -> Result<Layout, DecodeError> {
     if bytes.len() > BLOCK_SIZE_BYTES_MAX {
         return Err(DecodeError::new(0, format!("block of {} bytes exceeds BLOCK_SIZE_BYTES_MAX", bytes.len())));
     }
-    let contents = unseal(BlockTag::Data, bytes)?;
+    validate_contents(unseal(BlockTag::Data, bytes)?)
+}
+
+/// [`validate_block`]'s structural checks of a block's contents (its CRC cut off, or not yet appended).
+fn validate_contents(contents: &[u8]) -> Result<Layout, DecodeError> {
     let Some(counts_offset) = contents.len().checked_sub(8) else {
         return Err(DecodeError::new(0, "block too short for its restart and entry counts"));
     };
@@ -572,10 +581,13 @@ mod tests {
             }
             let expected = decode_block(&bytes);
             for known_crc in [None, Some(crc), Some(crc ^ 1)] {
-                let known = decode_block_known(bytes.clone(), known_crc, keys);
+                let mut buffer = bytes.clone();
+                let known = decode_block_known(&mut buffer, known_crc, keys);
                 prop_assert_eq!(known.as_ref().map(|(block, _)| block), expected.as_ref(), "known {:?}", known_crc);
-                if let Ok((_, returned)) = known {
-                    prop_assert_eq!(returned, crc);
+                match known {
+                    Ok((_, returned)) => prop_assert_eq!(returned, crc),
+                    // A failed decode leaves the buffer whole: a retry compares its bytes with it (ADR-0140).
+                    Err(_) => prop_assert_eq!(&buffer, &bytes),
                 }
             }
         }

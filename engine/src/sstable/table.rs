@@ -307,7 +307,7 @@ impl<F: env::File> Table<F> {
                 // The buffer becomes the block (no copy); a failed attempt's buffer is dropped and the next re-read
                 // allocates a fresh one. A block read before is not walked again (ADR-0135).
                 let keys = (&entry.first_key, &entry.last_key);
-                let (block, crc) = decode_block_known(std::mem::take(bytes), known_crc, keys)?;
+                let (block, crc) = decode_block_known(bytes, known_crc, keys)?;
                 check_block_against_index(&block, entry)?;
                 Ok((block, crc))
             })?;
@@ -331,7 +331,9 @@ impl<F: env::File> Table<F> {
 
 /// Read `size_bytes` at `offset` and decode them, re-reading up to [`READ_RETRIES_MAX`] times while the decoder
 /// fails (a transient read corruption heals on a re-read; damage on the media does not). The decoder may take the
-/// buffer it is given (leaving it empty): a re-read refills a buffer of the right size either way.
+/// buffer it is given (leaving it empty). When it fails and leaves the bytes whole, a re-read that returns those
+/// very bytes would fail the same way (the decoder is pure), so it is not decoded again (ADR-0140). Every attempt
+/// is read, so the reads and their fault decisions are the same.
 fn read_verified<F: env::File, T>(
     file: &F,
     counters: &Counters,
@@ -339,19 +341,26 @@ fn read_verified<F: env::File, T>(
     size_bytes: usize,
     mut decode: impl FnMut(&mut Vec<u8>) -> Result<T, DecodeError>,
 ) -> Result<T, Error> {
-    let mut buffer = Vec::new();
-    let mut last_error = None;
+    let (mut buffer, mut failed_bytes) = (Vec::new(), Vec::new());
+    // `failed_bytes` holds the bytes the last failed decode was given (it left them whole).
+    let mut has_failed_bytes = false;
+    let mut last_error: Option<DecodeError> = None;
     for attempt in 0..=READ_RETRIES_MAX {
         if attempt > 0 {
             bump(&counters.read_retries);
         }
-        buffer.resize(size_bytes, 0);
-        file.read_exact_at(offset, &mut buffer)?;
+        // Filled without zeroing first (ADR-0140): the same reads, so the same fault decisions.
+        file.read_exact_at_into(offset, size_bytes, &mut buffer)?;
         bump(&counters.block_reads);
+        if has_failed_bytes && buffer == failed_bytes {
+            continue;
+        }
         match decode(&mut buffer) {
             Ok(value) => return Ok(value),
             Err(error) => last_error = Some(error),
         }
+        has_failed_bytes = buffer.len() == size_bytes;
+        std::mem::swap(&mut buffer, &mut failed_bytes);
     }
     let error = last_error.expect("every failed attempt records its error");
     assert!(error.offset <= size_bytes as u64, "decode error offset past the bytes decoded");
@@ -461,4 +470,63 @@ pub fn decode_table(bytes: &[u8]) -> Result<DecodedTable, DecodeError> {
     let Metadata { index, bloom, learned, meta, .. } = metadata;
     assert_eq!(entries.len() as u64, meta.entry_count, "validated entry counts add up");
     Ok(DecodedTable { meta, index, bloom, learned, entries })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use env::{Env, FaultConfig, File, OpenOptions, SimEnv};
+
+    use super::*;
+
+    /// A file of 64 bytes in a fresh world with `config`'s faults.
+    fn file_in(config: FaultConfig) -> env::sim::SimFile {
+        let env = SimEnv::with_faults(9, config);
+        env.create_dir_all(Path::new("/t")).unwrap();
+        let file = env.open(Path::new("/t/f"), OpenOptions::create_new()).unwrap();
+        file.write_all_at(0, &[7u8; 64]).unwrap();
+        file
+    }
+
+    /// How many times `read_verified` decoded, its counters and its error, with a decoder that always fails
+    /// (damage on the media), taking the buffer or leaving it whole.
+    fn always_failing(file: &env::sim::SimFile, takes: bool) -> (usize, TableStats, Error) {
+        let (counters, mut decodes) = (Counters::default(), 0);
+        let result: Result<(), Error> = read_verified(file, &counters, 8, 32, |bytes| {
+            decodes += 1;
+            if takes {
+                drop(std::mem::take(bytes));
+            }
+            Err(DecodeError::new(3, "damaged"))
+        });
+        let stats = TableStats {
+            block_reads: counters.block_reads.load(AtomicOrdering::Relaxed),
+            read_retries: counters.read_retries.load(AtomicOrdering::Relaxed),
+            ..TableStats::default()
+        };
+        (decodes, stats, result.unwrap_err())
+    }
+
+    /// A re-read of the very bytes that failed is read (its fault decisions made) but not decoded again
+    /// (ADR-0140); bytes a decoder took, or bytes that differ, are decoded; the error is the same either way.
+    #[test]
+    fn a_retry_of_the_same_failed_bytes_is_read_but_not_decoded_again() {
+        let reads = u64::from(READ_RETRIES_MAX) + 1;
+        let expected = TableStats { block_reads: reads, read_retries: reads - 1, ..TableStats::default() };
+        let (decodes, stats, error) = always_failing(&file_in(FaultConfig::none()), false);
+        assert_eq!((decodes, stats), (1, expected), "the same bytes each time: decoded once, read every time");
+        let named = matches!(&error, Error::Corruption { offset: 11, reason, .. } if reason.contains("damaged"));
+        assert!(named, "the decoder's error at its absolute offset: {error:?}");
+        let (decodes, stats, taken_error) = always_failing(&file_in(FaultConfig::none()), true);
+        assert_eq!(
+            (decodes, stats),
+            (reads as usize, expected),
+            "a taken buffer cannot be compared: decoded each time"
+        );
+        assert_eq!(taken_error.to_string(), error.to_string());
+        let flips = FaultConfig { read_corruption_ppm: 1_000_000, ..FaultConfig::none() };
+        let (decodes, stats, _) = always_failing(&file_in(flips), false);
+        assert_eq!((decodes, stats), (reads as usize, expected), "a bit flipped on every read: new bytes each time");
+    }
 }

@@ -47,6 +47,38 @@ impl SimFile {
         lock_charged(&self.world, 1, call)
     }
 
+    /// One `read_at` of up to `want` bytes at `offset`: the fault decisions (read error, latency), then `place`
+    /// copies the image's bytes where the caller wants them and returns them, and latent sectors and a read
+    /// corruption are applied to those bytes. Returns how many bytes were read (0 at or past the end).
+    fn read_with<'buf>(&self, offset: u64, want: usize, place: impl FnOnce(&[u8]) -> &'buf mut [u8]) -> Result<usize> {
+        let mut world = self.lock("read_at");
+        world.begin_io(Op::Read, &self.path, Some(self.epoch))?;
+        let (path_hash, op_index) = world.data_key(self.path_id, offset, false);
+        world.maybe_latency(&self.path, path_hash, op_index);
+        if world.fires(FaultKind::ReadError, path_hash, op_index) {
+            world.log_fault(FaultKind::ReadError, &self.path, offset);
+            return Err(self.io_error(Op::Read, "read error"));
+        }
+        let inode = world.disk.inode(self.inode).expect("open inode exists");
+        let len = inode.current.len() as u64;
+        if offset >= len {
+            return Ok(0);
+        }
+        let start = usize::try_from(offset).expect("offset fits");
+        let count = want.min(inode.current.len() - start);
+        let buf = place(&inode.current[start..start + count]);
+        assert_eq!(buf.len(), count, "the read's bytes were placed whole");
+        if !inode.latent_sectors.is_empty() {
+            garble_latent(&inode.latent_sectors, offset, buf, world.disk.model.sector_bytes);
+        }
+        if count > 0 && world.fires(FaultKind::ReadCorruption, path_hash, op_index) {
+            let bit = detail(world.seed, FaultKind::ReadCorruption, path_hash, op_index) % (count as u64 * 8);
+            buf[(bit / 8) as usize] ^= 1 << (bit % 8);
+            world.log_fault(FaultKind::ReadCorruption, &self.path, offset + bit / 8);
+        }
+        Ok(count)
+    }
+
     fn io_error(&self, op: Op, what: &str) -> Error {
         Error::Io { op, path: self.path.clone(), message: format!("injected {what}") }
     }
@@ -71,31 +103,35 @@ impl File for SimFile {
     }
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
-        let mut world = self.lock("read_at");
-        world.begin_io(Op::Read, &self.path, Some(self.epoch))?;
-        let (path_hash, op_index) = world.data_key(self.path_id, offset, false);
-        world.maybe_latency(&self.path, path_hash, op_index);
-        if world.fires(FaultKind::ReadError, path_hash, op_index) {
-            world.log_fault(FaultKind::ReadError, &self.path, offset);
-            return Err(self.io_error(Op::Read, "read error"));
+        self.read_with(offset, buf.len(), |image| {
+            let read = &mut buf[..image.len()];
+            read.copy_from_slice(image);
+            read
+        })
+    }
+
+    /// As [`File::read_exact_at`] into a zeroed buffer of `len` bytes (the same `read_at` calls, so the same
+    /// fault decisions and bytes), but the image's bytes are appended to `buf` without zeroing it first (ADR-0140).
+    fn read_exact_at_into(&self, offset: u64, len: usize, buf: &mut Vec<u8>) -> Result<()> {
+        buf.clear();
+        buf.reserve_exact(len);
+        // Each round reads at least one byte or ends: `len` bounds the rounds.
+        for _ in 0..=len {
+            let done = buf.len();
+            if done == len {
+                return Ok(());
+            }
+            let sink = &mut *buf;
+            let count = self.read_with(offset + done as u64, len - done, move |image| {
+                sink.extend_from_slice(image);
+                &mut sink[done..]
+            })?;
+            if count == 0 {
+                return Err(Error::UnexpectedEof { op: Op::Read, path: self.path.clone(), offset });
+            }
+            assert_eq!(buf.len(), done + count, "a read appended what it counted");
         }
-        let inode = world.disk.inode(self.inode).expect("open inode exists");
-        let len = inode.current.len() as u64;
-        if offset >= len {
-            return Ok(0);
-        }
-        let start = usize::try_from(offset).expect("offset fits");
-        let count = buf.len().min(inode.current.len() - start);
-        buf[..count].copy_from_slice(&inode.current[start..start + count]);
-        if !inode.latent_sectors.is_empty() {
-            garble_latent(&inode.latent_sectors, offset, &mut buf[..count], world.disk.model.sector_bytes);
-        }
-        if count > 0 && world.fires(FaultKind::ReadCorruption, path_hash, op_index) {
-            let bit = detail(world.seed, FaultKind::ReadCorruption, path_hash, op_index) % (count as u64 * 8);
-            buf[(bit / 8) as usize] ^= 1 << (bit % 8);
-            world.log_fault(FaultKind::ReadCorruption, &self.path, offset + bit / 8);
-        }
-        Ok(count)
+        unreachable!("a read of {len} bytes took more than {len} reads")
     }
 
     fn write_at(&self, offset: u64, data: &[u8]) -> Result<usize> {

@@ -20,7 +20,10 @@ pub(crate) type DirKey = Option<PathId>;
 
 /// Is `path` the root directory?
 pub(crate) fn is_root(path: &Path) -> bool {
-    path.as_os_str().is_empty() || path == Path::new("/")
+    // Equal to `/` as a `Path` is one root component and nothing after it (`//`, `/.` too), read from the front:
+    // two components parsed, where `path == Path::new("/")` walked a longer path's components from its end.
+    let mut components = path.components();
+    path.as_os_str().is_empty() || (components.next() == Some(Component::RootDir) && components.next().is_none())
 }
 
 /// The parent of `path` (empty for a path without one).
@@ -174,6 +177,17 @@ impl Namespace {
 
 #[cfg(test)]
 mod tests {
+    /// `is_root` is `path == "/"` as a `Path` (or empty), for roots written several ways and for paths that are not.
+    #[test]
+    fn is_root_agrees_with_path_equality() {
+        let cases = ["", "/", "//", "/.", "/./", "///.", "/db", "/db/", "db", ".", "./", "/db/000012.sst", "/.."];
+        for case in cases {
+            let path = Path::new(case);
+            assert_eq!(is_root(path), case.is_empty() || path == Path::new("/"), "{case:?}");
+        }
+        assert!(is_root(Path::new("//")) && !is_root(Path::new("/db")), "both answers occur");
+    }
+
     use super::*;
 
     #[test]

@@ -288,3 +288,24 @@ fn map_watched_reports_stuck_items_and_stops_after_abandoning_the_most_threads()
     assert_eq!(shape(results), vec![Some(20), None, Some(u64::MAX), Some(u64::MAX)], "stopped after one stuck item");
     release.store(true, Ordering::Relaxed);
 }
+
+/// `read_exact_at_into` on a real file (the trait's default): the bytes written, read into a buffer whose old
+/// contents and spare capacity it replaces; a read past the end is `UnexpectedEof` (ADR-0140).
+#[test]
+fn real_files_read_into_a_reused_vec() {
+    let env = RealEnv::new();
+    let dir = TempDir::new(&env, "read-into");
+    let file = env.open(&dir.join("a"), OpenOptions::create_new()).expect("create");
+    let data: Vec<u8> = (0..3000u32).map(|i| (i * 13 % 256) as u8).collect();
+    file.write_all_at(0, &data).expect("write");
+    let mut buffer = vec![0xEEu8; 5000];
+    file.read_exact_at_into(0, 3000, &mut buffer).expect("read all");
+    assert_eq!((buffer.len(), &buffer[..]), (3000, &data[..]));
+    file.read_exact_at_into(1000, 24, &mut buffer).expect("read a span");
+    assert_eq!((buffer.len(), &buffer[..]), (24, &data[1000..1024]));
+    file.read_exact_at_into(3000, 0, &mut buffer).expect("an empty read at the end");
+    assert!(buffer.is_empty(), "an empty read leaves nothing behind");
+    let past_end = file.read_exact_at_into(2990, 11, &mut buffer);
+    assert!(matches!(past_end, Err(Error::UnexpectedEof { op: Op::Read, offset: 2990, .. })), "{past_end:?}");
+    assert_eq!(file.read_all().expect("read_all"), data, "read_all reads through read_exact_at_into");
+}

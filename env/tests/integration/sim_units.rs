@@ -500,3 +500,58 @@ fn pending_explicit_faults_can_be_cancelled() {
     env.inject(ExplicitFault::FailNextSync { path: path("f") });
     assert!(file.sync().is_err(), "an injected fault that was not cancelled still fires");
 }
+
+/// One world's reads of a file under read errors, read corruption and latent sectors: each result (bytes or error)
+/// and the fault log. `into` reads with `read_exact_at_into` into one reused buffer, else with `read_exact_at` into
+/// a zeroed buffer of the length asked.
+fn reads_under_read_faults(seed: u64, into: bool) -> (Vec<Result<Vec<u8>, Error>>, Vec<env::FaultRecord>) {
+    let config = FaultConfig {
+        read_error_ppm: 100_000,
+        read_corruption_ppm: 300_000,
+        latent_sector_ppm: 300_000,
+        ..FaultConfig::none()
+    };
+    let env = SimEnv::with_faults(seed, config);
+    setup(&env);
+    let sector = SECTOR_SIZE_BYTES as usize;
+    let data: Vec<u8> = (0..6 * sector).map(|index| (index * 31 % 251) as u8).collect();
+    let file = env.open(&path("a"), OpenOptions::create_new()).expect("create");
+    for chunk in 0..6 {
+        // One write per sector: each may leave a latent sector behind.
+        file.write_all_at((chunk * sector) as u64, &data[chunk * sector..(chunk + 1) * sector]).expect("write");
+    }
+    // Stale bytes and spare capacity in the reused buffer: a read replaces them.
+    let mut reused = vec![0xEEu8; 9 * sector];
+    let spans = [(0, sector), (100, 3 * sector), (5 * sector as u64, sector), (5 * sector as u64, sector + 1), (7, 0)];
+    let mut results = Vec::new();
+    for round in 0..8 {
+        for &(offset, len) in &spans {
+            let offset = offset + round;
+            let result = if into {
+                file.read_exact_at_into(offset, len, &mut reused).map(|()| reused.clone())
+            } else {
+                let mut zeroed = vec![0u8; len];
+                file.read_exact_at(offset, &mut zeroed).map(|()| zeroed)
+            };
+            results.push(result);
+        }
+    }
+    (results, env.fault_log())
+}
+
+/// `read_exact_at_into` is `read_exact_at` without zeroing (ADR-0140): the same bytes (latent sectors garbled, the
+/// same bit flipped), the same errors (injected read errors, a read past the end) and the same fault decisions.
+#[test]
+fn reading_into_a_vec_reads_and_faults_as_read_exact_at_does() {
+    let (mut corrupted, mut failed, mut past_end) = (0, 0, 0);
+    for seed in 0..SEEDS {
+        let (zeroed, zeroed_log) = reads_under_read_faults(seed, false);
+        let (into, into_log) = reads_under_read_faults(seed, true);
+        assert_eq!(into, zeroed, "seed {seed}: the reads differ");
+        assert_eq!(into_log, zeroed_log, "seed {seed}: the fault decisions differ");
+        corrupted += zeroed_log.iter().filter(|record| record.kind == FaultKind::ReadCorruption).count();
+        failed += zeroed.iter().filter(|result| matches!(result, Err(Error::Io { op: Op::Read, .. }))).count();
+        past_end += zeroed.iter().filter(|result| matches!(result, Err(Error::UnexpectedEof { .. }))).count();
+    }
+    assert!(corrupted > 0 && failed > 0 && past_end > 0, "{corrupted} flips, {failed} errors, {past_end} EOFs");
+}
