@@ -68,6 +68,7 @@ impl EngineTarget {
                 ScanEnd::Failed { at, .. } if at >= keys.len() => return Ok(()),
                 ScanEnd::Failed { at, damaged: Some(file) } if !skipped.contains(&file) => {
                     // The next scan passes over the damaged table from the same key (ADR-0142).
+                    self.counters.add("verify.tables_passed_over", 1);
                     skipped.push(file);
                     next = at;
                 }
