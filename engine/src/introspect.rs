@@ -2,11 +2,17 @@
 //! range of user keys it may hold, so a simulator can excuse a damaged file's keys and check every other key
 //! exactly.
 
+use std::ops::RangeBounds;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use env::Env;
 
 use crate::db::Db;
+use crate::error::Result;
+use crate::scan::{ScanIter, key_range};
+use crate::version::{LiveTable, Version};
+use crate::view::{ReadView, ViewSources};
 
 /// A live file and the smallest and largest user key it may hold (inclusive).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -14,6 +20,36 @@ pub struct FileKeyRange {
     pub path: PathBuf,
     pub min_key: Vec<u8>,
     pub max_key: Vec<u8>,
+}
+
+/// The live tables a scan passed over ([`Db::scan_skipping`]): which keys its rows may be missing a version of.
+pub struct SkippedTables<F: env::File> {
+    tables: Vec<Arc<LiveTable<F>>>,
+}
+
+impl<F: env::File> SkippedTables<F> {
+    /// Whether a skipped table may hold a version of `key` (its key range and Bloom filter, the checks a point read
+    /// makes before it reads a block). When none may, the scan's rows hold exactly what a point read of `key` in
+    /// the scan's view returns.
+    pub fn may_hold(&self, key: &[u8]) -> bool {
+        self.tables.iter().any(|live| live.table.may_contain(key))
+    }
+
+    /// How many live tables the scan passed over (a path naming no live table is not counted).
+    pub fn len(&self) -> usize {
+        self.tables.len()
+    }
+
+    /// True when the scan passed over no table.
+    pub fn is_empty(&self) -> bool {
+        self.tables.is_empty()
+    }
+}
+
+impl<F: env::File> std::fmt::Debug for SkippedTables<F> {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.debug_list().entries(self.tables.iter().map(|live| live.table.path())).finish()
+    }
 }
 
 impl<E: Env> Db<E> {
@@ -50,6 +86,31 @@ impl<E: Env> Db<E> {
         }
         out
     }
+    /// A scan of the live rows in `range`, as [`Db::scan`], over every source but the live tables whose paths are in
+    /// `skipped` (a simulator's verification passes over a table with a damaged block, and point-reads only the
+    /// keys that table may hold: [`SkippedTables::may_hold`], ADR-0142). The skipped tables are those of the
+    /// scan's own view. Not on any hot path: for tests and the simulator.
+    pub fn scan_skipping<'a>(
+        &self,
+        range: impl RangeBounds<&'a [u8]>,
+        skipped: &[PathBuf],
+    ) -> Result<(ScanIter<'static>, SkippedTables<E::File>)> {
+        let view = self.inner.read_view()?;
+        let is_skipped = |live: &Arc<LiveTable<E::File>>| skipped.iter().any(|path| path == live.table.path());
+        let skipped_tables: Vec<_> = view.version.tables().filter(|live| is_skipped(live)).cloned().collect();
+        let levels = view.version.levels.iter();
+        let levels = levels.map(|tables| tables.iter().filter(|live| !is_skipped(live)).cloned().collect()).collect();
+        let sources = ViewSources {
+            memtable: Arc::clone(&view.memtable),
+            immutables: view.immutables.clone(),
+            version: Arc::new(Version { levels }),
+            closed: view.closed.clone(),
+        };
+        let passed = ReadView::new(Arc::new(sources), view.last_sequence);
+        let rows = ScanIter::new(&passed, key_range(&range), view.last_sequence, None, None);
+        Ok((rows, SkippedTables { tables: skipped_tables }))
+    }
+
     /// Whether the transaction registry is consistent: the conflict tracker's index equals one rebuilt from its
     /// records (ADR-0123). Part of [`Db::check_invariants`]; a target whose step cannot change the files (a begin,
     /// a read) calls it alone, so a drift is seen at the step that made it. A walk over every tracked
@@ -88,6 +149,84 @@ mod tests {
                 db.close().unwrap();
             }
         }
+    }
+
+    /// A scan passing over a table answers every key that table cannot hold (by its range and Bloom filter)
+    /// exactly as a point read does, newer versions, older ones and tombstones alike; passing over no live table is
+    /// the plain scan (ADR-0142).
+    #[test]
+    fn a_scan_passing_over_a_table_agrees_with_point_reads_where_the_table_holds_nothing() {
+        let db = Db::open(env::SimEnv::new(7), "/db", Options::default()).unwrap();
+        let key = |index: u32| format!("key{index:04}").into_bytes();
+        // Three tables: every key, then every third key rewritten, then every fifth key deleted.
+        for round in 0..3u32 {
+            for index in
+                (0..120u32).filter(|index| [1, 3, 5][round as usize] == 1 || index % [1, 3, 5][round as usize] == 0)
+            {
+                match round {
+                    2 => db.delete(&key(index)).unwrap(),
+                    _ => db.put(&key(index), format!("v{round}-{index}").as_bytes()).unwrap(),
+                }
+            }
+            db.flush().unwrap();
+        }
+        let tables: Vec<_> = db
+            .file_key_ranges()
+            .into_iter()
+            .map(|range| range.path)
+            .filter(|path| path.file_name().is_some_and(|name| name.to_string_lossy().starts_with("table-")))
+            .collect();
+        assert!(tables.len() >= 2, "the flushes wrote tables: {tables:?}");
+        let plain: Vec<_> = db.scan(&b""[..]..).unwrap().map(Result::unwrap).collect();
+        let (rows, passed) = db.scan_skipping(&b""[..].., &[std::path::PathBuf::from("/db/none.sst")]).unwrap();
+        assert!(passed.is_empty(), "{passed:?}");
+        assert_eq!(rows.map(Result::unwrap).collect::<Vec<_>>(), plain, "passing over no live table");
+        let (mut exact, mut held, mut differ) = (0, 0, 0);
+        for table in &tables {
+            let (rows, passed) = db.scan_skipping(&b""[..].., std::slice::from_ref(table)).unwrap();
+            assert_eq!(passed.len(), 1, "{table:?}");
+            let rows: std::collections::BTreeMap<_, _> = rows.map(Result::unwrap).collect();
+            for index in 0..120u32 {
+                if passed.may_hold(&key(index)) {
+                    held += 1;
+                    differ += usize::from(rows.get(&key(index)).cloned() != db.get(&key(index)).unwrap());
+                } else {
+                    assert_eq!(rows.get(&key(index)).cloned(), db.get(&key(index)).unwrap(), "{table:?} {index}");
+                    exact += 1;
+                }
+            }
+        }
+        assert!(exact > 0 && held > 0, "{exact} keys answered by the scans, {held} held by a table passed over");
+        assert!(differ > 0, "passing over a table hides its newer versions and tombstones from the rows");
+    }
+
+    /// A table with a damaged data block fails a plain scan, naming the table; a scan passing over it reads every
+    /// other source to the end, and only keys the table may hold are left to point reads (ADR-0142).
+    #[test]
+    fn a_scan_passes_over_a_table_with_a_damaged_block() {
+        let env = env::SimEnv::new(9);
+        let options = Options { block_cache_bytes: 0, ..Options::default() };
+        let db = Db::open(env.clone(), "/db", options).unwrap();
+        let key = |index: u32| format!("key{index:04}").into_bytes();
+        for index in (0..60u32).step_by(6) {
+            db.put(&key(index), b"old").unwrap();
+        }
+        db.flush().unwrap();
+        let damaged = db.file_key_ranges().into_iter().map(|range| range.path).next().expect("a table");
+        for index in (0..60u32).filter(|index| index % 6 != 0) {
+            db.put(&key(index), b"new").unwrap();
+        }
+        env.inject(env::ExplicitFault::FlipBit { path: damaged.clone(), offset: 8 });
+        let failed = db.scan(&b""[..]..).unwrap().find_map(Result::err).expect("the damaged block fails the scan");
+        assert!(matches!(&failed, crate::Error::Corruption { file, .. } if *file == damaged), "{failed}");
+        let (rows, passed) = db.scan_skipping(&b""[..].., std::slice::from_ref(&damaged)).unwrap();
+        let rows: Vec<_> = rows.collect::<crate::Result<_>>().expect("no other source is damaged");
+        let expected: Vec<_> =
+            (0..60u32).filter(|index| index % 6 != 0).map(|index| (key(index), b"new".to_vec())).collect();
+        assert_eq!(rows, expected);
+        let held: Vec<u32> = (0..60u32).filter(|&index| passed.may_hold(&key(index))).collect();
+        assert!((0..60u32).step_by(6).all(|index| held.contains(&index)), "every key it holds: {held:?}");
+        assert!(held.len() < 60, "the Bloom filter rules keys out: {held:?}");
     }
 
     /// A planted drift of the conflict tracker's index (an active transaction unindexed) fails both checks the

@@ -42,7 +42,7 @@ pub mod wal;
 pub use commit::{COMMIT_WAITS_MAX, CommitTicket};
 pub use db::{Db, Stats};
 pub use error::{DecodeError, Error, Result};
-pub use introspect::FileKeyRange;
+pub use introspect::{FileKeyRange, SkippedTables};
 pub use lock_meter::{LockHold, LockHolds};
 pub use manifest::FILE_NUMBER_MAX;
 pub use options::{GROUP_COMMIT_GATHER_US_MAX, Options, SyncMode, TRACKED_TRANSACTIONS_MIN};

@@ -264,6 +264,12 @@ impl<F: env::File> Table<F> {
         })
     }
 
+    /// Whether the table may hold a version of `user_key`: inside its key range and not ruled out by its Bloom
+    /// filter, the checks [`Table::get`] makes before it reads a block (no false negatives; counts nothing).
+    pub fn may_contain(&self, user_key: &[u8]) -> bool {
+        (self.min_user_key()..=self.max_user_key()).contains(&user_key) && self.metadata.bloom.may_contain(user_key)
+    }
+
     /// The data block holding the first entry `>= (user_key, sequence)`, through the learned index. With
     /// [`crate::EXPENSIVE_CHECKS`] (simulation and tests) the answer is cross-checked by a binary search of the
     /// whole index (ADR-0063).
