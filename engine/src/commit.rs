@@ -1,8 +1,10 @@
 //! The commit pipeline (ADR-0021, ADR-0081): every write, transactional or blind, goes through it.
 //!
 //! 1. **submit** — under the writer lock: SSI validation (the conflict tracker), sequence assignment, WAL append.
-//!    The commit joins the open batch (spawning its `group-commit` task if none is open) and gets a
-//!    [`CommitTicket`].
+//!    A synced commit joins the open batch (spawning its `group-commit` task if none is open) and gets a
+//!    [`CommitTicket`]. An unsynced one is **finished** after the lock (ADR-0133): its writes go into the
+//!    concurrent memtable in parallel with other committers', and it becomes visible once every earlier sequence
+//!    has landed (the visibility watermark, `crate::watermark`).
 //! 2. **capture** — the batch's first step: once no earlier batch is still syncing, it captures the log's end
 //!    under the writer lock and closes (later commits open the next batch).
 //! 3. **sync and acknowledge** — its second step: one sync outside every lock, then every commit now durable is
@@ -21,6 +23,7 @@ use crate::ssi::{Conflict, ConflictCause, TxnId};
 use crate::state::{Immutable, Inner, PendingCommit, Registry, State};
 use crate::types::Sequence;
 use crate::wal::{Batch, BatchWrite, RecordKind, WalWriter};
+use crate::watermark::Completed;
 
 /// How many batches a committer waits through before giving up.
 pub const COMMIT_WAITS_MAX: u32 = 1 << 16;
@@ -92,15 +95,24 @@ pub(crate) fn prepare(writes: Vec<BatchWrite>) -> Prepared {
     Prepared { writes: batch.writes, keys, payload }
 }
 
-/// Step 1: validate `txn`'s writes, assign sequences, append the record, join the open batch. Under the writer
-/// lock.
+/// A commit appended under the writer lock, for [`finish`] to complete after it.
+#[must_use = "an unsynced commit is visible only once finished"]
+pub(crate) struct Submitted {
+    ticket: CommitTicket,
+    /// An unsynced commit's writes and snapshot, and the memtable they go into (ADR-0133); none when a group
+    /// commit's batch acknowledges it.
+    insert: Option<(Arc<Memtable>, Batch, Option<Sequence>)>,
+}
+
+/// Step 1: validate `txn`'s writes, assign sequences, append the record, join the open batch (synced) or hand the
+/// writes to [`finish`] (unsynced). Under the writer lock.
 pub(crate) fn submit<E: Env>(
     inner: &Arc<Inner<E>>,
     state: &mut State<E>,
     prepared: Prepared,
     txn: TxnId,
     snapshot: Option<Sequence>,
-) -> Result<CommitTicket> {
+) -> Result<Submitted> {
     let Prepared { writes, keys, mut payload } = prepared;
     let first = state.next_sequence;
     let last = first + writes.len() as u64 - 1;
@@ -130,21 +142,69 @@ pub(crate) fn submit<E: Env>(
     let (wal_number, end_offset) = (state.wal.number(), state.wal.end_offset());
     // Canary: acknowledge before the record is synced.
     let unsynced = inner.options.sync_mode == SyncMode::NoSync || crate::canary::active("unsynced-ack");
-    // Joined now, so a simulator can step the shared sync before anyone waits (batches larger than one).
-    let group = (!unsynced).then(|| join_open_batch(inner, state));
-    state.pending_commits.push_back(PendingCommit { batch, wal_number, end_offset, snapshot, group });
+    let ticket = CommitTicket { last_sequence: last };
     if unsynced {
-        acknowledge(inner, state, true);
-        maybe_rotate(inner, state)?;
+        // The rotation that would seal this memtable waits for this commit's insert (`acknowledge_all`).
+        return Ok(Submitted { ticket, insert: Some((Arc::clone(&state.memtable), batch, snapshot)) });
     }
-    Ok(CommitTicket { last_sequence: last })
+    // Joined now, so a simulator can step the shared sync before anyone waits (batches larger than one).
+    let group = Some(join_open_batch(inner, state));
+    state.pending_commits.push_back(PendingCommit { batch, wal_number, end_offset, snapshot, group });
+    Ok(Submitted { ticket, insert: None })
+}
+
+/// Step 1b, after the writer lock: an unsynced commit's writes go into the memtable its sequences were assigned
+/// in, it is completed on the visibility watermark, and it waits for the commits before it to land (they are
+/// inserting now). Then the rotation its writes made due, if no one else did it first.
+pub(crate) fn finish<E: Env>(inner: &Arc<Inner<E>>, submitted: Submitted) -> Result<CommitTicket> {
+    let Submitted { ticket, insert } = submitted;
+    let Some((memtable, batch, snapshot)) = insert else { return Ok(ticket) };
+    insert_writes(&memtable, &batch);
+    let (first, last) = (batch.first_sequence, batch.last_sequence());
+    inner.complete([Completed { first, last, snapshot }]);
+    inner.wait_visible(last)?;
+    if rotation_due(inner, &memtable) {
+        let mut state = inner.state();
+        // Another committer rotated first, or `Db::close` sealed the log since (nothing runs after a close).
+        if Arc::ptr_eq(&state.memtable, &memtable) && !inner.closed.is_set() {
+            rotate(inner, &mut state)?;
+        }
+    }
+    Ok(ticket)
+}
+
+/// Submit (under the writer lock `state`), then finish after it; `release` runs, under the registry lock, when
+/// the submit fails (the caller's snapshot stays registered otherwise, until the commit is visible).
+pub(crate) fn commit_writes<E: Env>(
+    inner: &Arc<Inner<E>>,
+    mut state: crate::lock_meter::Metered<'_, State<E>, E>,
+    prepared: Prepared,
+    txn: TxnId,
+    snapshot: Option<Sequence>,
+) -> Result<CommitTicket> {
+    let submitted = submit(inner, &mut state, prepared, txn, snapshot);
+    drop(state);
+    let submitted = submitted.inspect_err(|_| {
+        if let Some(snapshot) = snapshot {
+            inner.registry().release_snapshot(snapshot);
+        }
+    })?;
+    finish(inner, submitted)
+}
+
+/// A commit's writes into `memtable`, at their sequences. Copied at their exact size: moving the transaction's
+/// buffers in measured slower (ADR-0132).
+fn insert_writes(memtable: &Memtable, batch: &Batch) {
+    for (index, write) in batch.writes.iter().enumerate() {
+        memtable.insert(&write.key, batch.first_sequence + index as u64, write.kind, &write.value);
+    }
 }
 
 /// Step 3: make every durable pending commit visible, in sequence order. `all` acknowledges every pending
-/// commit (`NoSync` mode, or after the segment was sealed and synced). The new last sequence is published to
-/// readers before the registry learns it, so no snapshot the registry hands out is ahead of the read view.
+/// commit (after the segment was sealed and synced). The new last sequence is published to readers before the
+/// registry learns it ([`Inner::complete`]), so no snapshot the registry hands out is ahead of the read view.
 pub(crate) fn acknowledge<E: Env>(inner: &Inner<E>, state: &mut State<E>, all: bool) {
-    let mut acknowledged: Vec<(Sequence, Option<Sequence>)> = Vec::new();
+    let mut acknowledged: Vec<Completed> = Vec::new();
     while let Some(front) = state.pending_commits.front() {
         let durable = all || front.wal_number < state.wal.number() || front.end_offset <= state.wal.synced_offset();
         if !durable {
@@ -152,34 +212,40 @@ pub(crate) fn acknowledge<E: Env>(inner: &Inner<E>, state: &mut State<E>, all: b
         }
         let commit = state.pending_commits.pop_front().expect("front exists");
         let (first, last) = (commit.batch.first_sequence, commit.batch.last_sequence());
-        // Copied at their exact size: moving the transaction's buffers in measured slower (ADR-0132).
-        for (index, write) in commit.batch.writes.iter().enumerate() {
-            state.memtable.insert(&write.key, first + index as u64, write.kind, &write.value);
-        }
+        insert_writes(&state.memtable, &commit.batch);
         assert!(last > state.last_sequence, "acknowledged out of sequence order");
         state.last_sequence = last;
-        acknowledged.push((last, commit.snapshot));
+        acknowledged.push(Completed { first, last, snapshot: commit.snapshot });
     }
     if acknowledged.is_empty() {
         return;
     }
     inner.publish(state);
-    let mut registry = inner.registry();
-    for (last, snapshot) in acknowledged {
-        if let Some(snapshot) = snapshot {
-            registry.release_snapshot(snapshot);
-        }
-        inner.set_registered_visible(&mut registry, last);
-    }
+    inner.complete(acknowledged);
 }
 
-pub(crate) fn maybe_rotate<E: Env>(inner: &Arc<Inner<E>>, state: &mut State<E>) -> Result<()> {
-    let full = state.memtable.size_bytes() >= inner.options.flush_threshold_bytes;
-    let early = !full && !state.memtable.is_empty() && inner.env.buggify("memtable.early_rotate");
+/// Acknowledge every pending commit and wait until every unsynced one still inserting after the writer lock
+/// has landed: every appended sequence is then in `state.memtable` and visible (a rotation, a close).
+pub(crate) fn acknowledge_all<E: Env>(inner: &Inner<E>, state: &mut State<E>) -> Result<()> {
+    acknowledge(inner, state, true);
+    let appended = state.next_sequence - 1;
+    inner.wait_visible(appended)?;
+    state.last_sequence = appended;
+    Ok(())
+}
+
+/// Whether `memtable` should be sealed now: full, or (`buggify`) early.
+fn rotation_due<E: Env>(inner: &Inner<E>, memtable: &Memtable) -> bool {
+    let full = memtable.size_bytes() >= inner.options.flush_threshold_bytes;
+    let early = !full && !memtable.is_empty() && inner.env.buggify("memtable.early_rotate");
     if early {
         env::probe!(inner.env, "memtable.rotated_early");
     }
-    if full || early {
+    full || early
+}
+
+pub(crate) fn maybe_rotate<E: Env>(inner: &Arc<Inner<E>>, state: &mut State<E>) -> Result<()> {
+    if rotation_due(inner, &state.memtable) {
         rotate(inner, state)?;
     }
     Ok(())
@@ -207,7 +273,7 @@ fn rotate_log<E: Env>(inner: &Arc<Inner<E>>, state: &mut State<E>) -> Result<()>
         // The seal's sync made commits durable before their group commit ran.
         env::probe!(inner.env, "wal.seal_acknowledged_pending");
     }
-    acknowledge(inner, state, true);
+    acknowledge_all(inner, state)?;
     assert!(state.pending_commits.is_empty(), "rotation left commits pending");
     let file = inner.env.open(&inner.wal_path(number), OpenOptions::create_new())?;
     inner.env.sync_dir(&inner.dir)?;
@@ -230,12 +296,16 @@ pub(crate) fn wait_for_commit<E: Env>(inner: &Inner<E>, ticket: &CommitTicket) -
     for _ in 0..COMMIT_WAITS_MAX {
         let handle = {
             let state = inner.state();
-            if ticket.last_sequence <= state.last_sequence {
+            if ticket.last_sequence <= inner.registered_visible() {
                 return Ok(());
             }
             inner.check_writable()?;
             let index = state.pending_commits.partition_point(|c| c.batch.last_sequence() < ticket.last_sequence);
-            let commit = state.pending_commits.get(index).expect("an unacknowledged commit is pending");
+            let Some(commit) = state.pending_commits.get(index) else {
+                // Not pending: an unsynced commit still inserting after the writer lock (ADR-0133).
+                drop(state);
+                return inner.wait_visible(ticket.last_sequence);
+            };
             let handle = commit.group.clone().expect("a pending commit waiting for a sync has a batch");
             // Its batch ended without acknowledging it only if it failed, and a failure poisons (checked above).
             assert!(

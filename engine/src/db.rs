@@ -121,12 +121,12 @@ impl<E: Env> Db<E> {
         self.wait_for_stall()?;
         let prepared = crate::commit::prepare(writes);
         let ticket = {
-            let mut state = self.inner.state();
+            let state = self.inner.state();
             self.inner.check_writable()?;
             // A blind write reads nothing: its snapshot may include every submitted commit (no false ww aborts).
             let snapshot = state.next_sequence - 1;
             let txn = crate::commit::track(&self.inner, &mut self.inner.registry(), snapshot, false)?;
-            crate::commit::submit(&self.inner, &mut state, prepared, txn, None)?
+            crate::commit::commit_writes(&self.inner, state, prepared, txn, None)?
         };
         // Joins the same batches as transactions: waits for the one sync that covers its record.
         crate::commit::wait_for_commit(&self.inner, &ticket)?;
@@ -237,7 +237,7 @@ impl<E: Env> Db<E> {
             // record of a cleanly closed log reads as corruption, not as a torn tail (ADR-0012).
             state.wal.append(RecordKind::Seal, &[], false)?;
             state.wal.sync()?;
-            crate::commit::acknowledge(&self.inner, state, true);
+            crate::commit::acknowledge_all(&self.inner, state)?;
         }
         self.inner.closed.set();
         self.inner.empty_read_cells();

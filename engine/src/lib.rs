@@ -38,6 +38,7 @@ mod types;
 mod version;
 mod view;
 pub mod wal;
+mod watermark;
 
 pub use commit::{COMMIT_WAITS_MAX, CommitTicket};
 pub use db::{Db, Stats};

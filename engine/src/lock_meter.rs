@@ -4,6 +4,7 @@
 //! read. On, each acquisition reads [`Env::now`] twice and adds to two relaxed atomic counters.
 //! Never on in simulation: `SimEnv::now` draws from the run's clock stream, so it would change the schedule.
 
+use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 use std::sync::MutexGuard;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,13 +29,15 @@ impl LockHold {
     }
 }
 
-/// The locks every commit takes (ADR-0082): writer, registry, view. All zero unless
+/// The locks a commit takes (ADR-0082, ADR-0133): writer, registry, view, and the visibility watermark (an
+/// unsynced commit's publication after the writer lock; a waiter's sleep on it is not counted). All zero unless
 /// [`crate::Options::lock_timing`] is on.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LockHolds {
     pub writer: LockHold,
     pub registry: LockHold,
     pub view: LockHold,
+    pub watermark: LockHold,
 }
 
 impl LockHolds {
@@ -44,6 +47,7 @@ impl LockHolds {
             writer: self.writer.since(earlier.writer),
             registry: self.registry.since(earlier.registry),
             view: self.view.since(earlier.view),
+            watermark: self.watermark.since(earlier.watermark),
         }
     }
 }
@@ -70,22 +74,25 @@ impl LockMeter {
     }
 }
 
-/// A lock guard that, when timing is on, adds how long it was held to its meter when dropped.
-pub(crate) struct Metered<'a, T, E: Env> {
-    guard: MutexGuard<'a, T>,
+/// A lock guard (`std`'s, or another `G` such as `env::sync`'s) that, when timing is on, adds how long it was
+/// held to its meter when dropped.
+pub(crate) struct Metered<'a, T, E: Env, G = MutexGuard<'a, T>> {
+    guard: G,
+    /// The guarded value's type (a `G` other than `std`'s names it only through `Deref`).
+    value: PhantomData<fn() -> T>,
     /// The clock, the meter and when the lock was taken; `None` when timing is off.
     timing: Option<(&'a E, &'a LockMeter, Duration)>,
 }
 
-impl<'a, T, E: Env> Metered<'a, T, E> {
+impl<'a, T, E: Env, G: DerefMut<Target = T>> Metered<'a, T, E, G> {
     /// `guard`, just taken; timed against `meter` when `timing` is on.
-    pub(crate) fn new(guard: MutexGuard<'a, T>, env: &'a E, meter: &'a LockMeter, timing: bool) -> Self {
+    pub(crate) fn new(guard: G, env: &'a E, meter: &'a LockMeter, timing: bool) -> Self {
         let timing = timing.then(|| (env, meter, env.now()));
-        Self { guard, timing }
+        Self { guard, value: PhantomData, timing }
     }
 }
 
-impl<T, E: Env> Deref for Metered<'_, T, E> {
+impl<T, E: Env, G: DerefMut<Target = T>> Deref for Metered<'_, T, E, G> {
     type Target = T;
 
     fn deref(&self) -> &T {
@@ -93,13 +100,13 @@ impl<T, E: Env> Deref for Metered<'_, T, E> {
     }
 }
 
-impl<T, E: Env> DerefMut for Metered<'_, T, E> {
+impl<T, E: Env, G: DerefMut<Target = T>> DerefMut for Metered<'_, T, E, G> {
     fn deref_mut(&mut self) -> &mut T {
         &mut self.guard
     }
 }
 
-impl<T, E: Env> Drop for Metered<'_, T, E> {
+impl<T, E: Env, G> Drop for Metered<'_, T, E, G> {
     /// Runs before the guard field is dropped: the clock is read while the lock is still held.
     fn drop(&mut self) {
         if let Some((env, meter, since)) = self.timing {

@@ -1,6 +1,8 @@
-//! The database's shared state and its locks (ADR-0082). Four locks, always taken in this order and never the
-//! other way round: **writer** (`Inner::state`) → **registry** (`Inner::registry`) → **view** (the published read
-//! side) → **poisoned** (a leaf). Only the writer lock is ever held across IO (log appends, a rotation's syncs, a
+//! The database's shared state and its locks (ADR-0082). Five locks, always taken in this order and never the
+//! other way round: **writer** (`Inner::state`) → **watermark** (the visibility watermark, ADR-0133) →
+//! **registry** (`Inner::registry`) → **view** (the published read side) → **poisoned** (a leaf). An unsynced
+//! committer inserts into the memtable and publishes through the watermark after the writer lock; a rotation
+//! waits, under the writer lock, for those inserts (they take no writer lock). Only the writer lock is ever held across IO (log appends, a rotation's syncs, a
 //! manifest install); readers take only the registry and view locks, which no IO runs under, so a reader never
 //! waits for a disk. A point read takes no shared lock at all while the sources are unchanged (ADR-0127,
 //! [`ReadCache`]): the view lock is the path of the first read on a thread and of reads after a change. The read
@@ -28,6 +30,7 @@ use crate::types::Sequence;
 use crate::version::Version;
 use crate::view::{ClosedFlag, ReadView, ViewSources};
 use crate::wal::{Batch, WalWriter};
+use crate::watermark::{Completed, Marks, Watermark};
 
 /// A commit appended to the log and not yet acknowledged.
 #[derive(Debug)]
@@ -91,7 +94,9 @@ pub(crate) struct State<E: Env> {
     pub(crate) immutables: VecDeque<Immutable>,
     pub(crate) version: Arc<Version<E::File>>,
     pub(crate) next_file_number: u64,
-    /// The last acknowledged (and visible) sequence.
+    /// The last visible sequence as the writer knows it: set by a synced commit's acknowledgement and a rotation,
+    /// and brought up to the read view's on every acquisition of the writer lock ([`Inner::state`]), since an
+    /// unsynced commit becomes visible after the lock (ADR-0133).
     pub(crate) last_sequence: Sequence,
     /// The next sequence a commit gets (commits between are appended, not yet acknowledged).
     pub(crate) next_sequence: Sequence,
@@ -204,6 +209,8 @@ pub(crate) struct Inner<E: Env> {
     /// that sees its sequence here returns without the writer lock, and its next transaction's snapshot (the
     /// registry's) already includes its commit (ADR-0132). Never ahead of the registry, nor of the read view.
     registered_visible: AtomicU64,
+    /// The gap-free prefix of commits in the memtable, published by whoever completes it (ADR-0133).
+    watermark: Watermark,
     /// Set when a background or write error leaves the on-disk state unknown: writes fail until reopen. A leaf.
     poisoned: Mutex<Option<Error>>,
     pub(crate) closed: ClosedFlag,
@@ -219,6 +226,7 @@ struct LockMeters {
     writer: LockMeter,
     registry: LockMeter,
     view: LockMeter,
+    watermark: LockMeter,
 }
 
 impl<E: Env> Inner<E> {
@@ -235,6 +243,7 @@ impl<E: Env> Inner<E> {
         let view = Published { sources: Arc::new(sources_of(&state, &closed)) };
         let read_cache = ReadCache::new(state.last_sequence);
         let registered_visible = AtomicU64::new(state.last_sequence);
+        let watermark = Watermark::new(state.last_sequence);
         Self {
             env,
             dir,
@@ -245,6 +254,7 @@ impl<E: Env> Inner<E> {
             view: Mutex::new(view),
             read_cache,
             registered_visible,
+            watermark,
             poisoned: Mutex::new(None),
             closed,
             lock: Mutex::new(Some(lock)),
@@ -253,8 +263,10 @@ impl<E: Env> Inner<E> {
     }
 
     /// The writer lock: held across log appends, rotations and manifest installs, never by a reader.
+    /// Its `last_sequence` is brought up to the read view's visible sequence first.
     pub(crate) fn state(&self) -> Metered<'_, State<E>, E> {
-        let guard = self.state.lock().expect("engine state poisoned by a panic");
+        let mut guard = self.state.lock().expect("engine state poisoned by a panic");
+        guard.last_sequence = guard.last_sequence.max(self.read_cache.visible());
         Metered::new(guard, &self.env, &self.meters.writer, self.options.lock_timing)
     }
 
@@ -262,6 +274,11 @@ impl<E: Env> Inner<E> {
     pub(crate) fn registry(&self) -> Metered<'_, Registry, E> {
         let guard = self.registry.lock().expect("transaction registry poisoned by a panic");
         Metered::new(guard, &self.env, &self.meters.registry, self.options.lock_timing)
+    }
+
+    /// The visibility watermark's lock (ADR-0133): below the writer lock, above the registry lock.
+    fn watermark(&self) -> Metered<'_, Marks, E, env::sync::MutexGuard<'_, Marks>> {
+        Metered::new(self.watermark.lock(), &self.env, &self.meters.watermark, self.options.lock_timing)
     }
 
     fn published(&self) -> Metered<'_, Published<E::File>, E> {
@@ -272,13 +289,13 @@ impl<E: Env> Inner<E> {
     /// How long each shared lock has been held so far (all zero unless `Options::lock_timing` is on).
     pub(crate) fn lock_holds(&self) -> LockHolds {
         let meters = &self.meters;
-        LockHolds { writer: meters.writer.read(), registry: meters.registry.read(), view: meters.view.read() }
+        let (writer, registry) = (meters.writer.read(), meters.registry.read());
+        LockHolds { writer, registry, view: meters.view.read(), watermark: meters.watermark.read() }
     }
 
-    /// Publish the writer's memtables, version and last sequence to readers. Under the writer lock (so
-    /// publications happen in order), after the memtable holds every write up to the last sequence, before the
-    /// registry learns of a newer visible sequence. New sources are published (and the version counter bumped)
-    /// before the sequence whose writes they hold (ADR-0127).
+    /// Publish the writer's memtables and version to readers. Under the writer lock (so publications happen in
+    /// order). New sources are published (and the version counter bumped) before any sequence whose writes they
+    /// hold is made visible by [`Inner::complete`] (ADR-0127, ADR-0133).
     pub(crate) fn publish(&self, state: &State<E>) {
         let mut published = self.published();
         let stale = (!are_writers(&published.sources, state)).then(|| {
@@ -287,7 +304,6 @@ impl<E: Env> Inner<E> {
             old
         });
         drop(published);
-        self.read_cache.set_visible(state.last_sequence);
         if stale.is_some() {
             self.read_cache.empty_cells();
         }
@@ -305,6 +321,15 @@ impl<E: Env> Inner<E> {
         if !are_writers(&published.sources, state) {
             return Err("the published read view's memtables or version are not the writer's".into());
         }
+        let marks = self.watermark();
+        let (visible, last) = (marks.visible(), state.last_sequence);
+        if marks.has_waiting() {
+            return Err(format!("commits are in the memtable above a gap at sequence {visible}"));
+        }
+        if visible != last {
+            return Err(format!("the watermark is at sequence {visible}, the writer at {last}"));
+        }
+        drop(marks);
         let seen = self.read_cache.visible();
         if seen != state.last_sequence {
             let last = state.last_sequence;
@@ -350,6 +375,39 @@ impl<E: Env> Inner<E> {
     pub(crate) fn set_registered_visible(&self, registry: &mut Registry, last: Sequence) {
         registry.set_visible(last);
         self.registered_visible.store(last, Ordering::Release);
+    }
+
+    /// `commits`' writes are all in the memtable: make the gap-free prefix visible, in this order (ADR-0133):
+    /// the read view's sequence, then for each commit its snapshot released and the registry told, then the
+    /// lock-free watermark. The one whose commit closes a gap publishes every commit it releases.
+    pub(crate) fn complete(&self, commits: impl IntoIterator<Item = Completed>) {
+        let mut marks = self.watermark();
+        let before = marks.visible();
+        for commit in commits {
+            marks.insert(commit);
+        }
+        if marks.visible() == before {
+            return;
+        }
+        self.read_cache.set_visible(marks.visible());
+        let mut registry = self.registry();
+        for commit in marks.take_advanced() {
+            if let Some(snapshot) = commit.snapshot {
+                registry.release_snapshot(snapshot);
+            }
+            self.set_registered_visible(&mut registry, commit.last);
+        }
+        drop(registry);
+        self.watermark.notify(&marks);
+    }
+
+    /// Block until every commit up to `last` is visible and registered; `Error::Closed` if it never becomes so.
+    /// Never waits under `SimEnv` (a commit completes in the step that appends it).
+    pub(crate) fn wait_visible(&self, last: Sequence) -> Result<()> {
+        if self.watermark.wait_for(last) {
+            return Ok(());
+        }
+        Err(Error::Closed { reason: format!("sequence {last} not visible after every wait") })
     }
 
     #[cfg(test)]
@@ -505,11 +563,19 @@ mod tests {
         state.memtable = std::sync::Arc::new(crate::memtable::Memtable::new());
         let stale = db.inner.check_published(&state).unwrap_err();
         assert!(stale.contains("memtables or version"), "{stale}");
-        state.last_sequence += 1;
         db.inner.publish(&state);
         db.inner.check_published(&state).unwrap();
         state.last_sequence += 1;
         let behind = db.inner.check_published(&state).unwrap_err();
-        assert!(behind.contains("readers see sequence 2, the writer acknowledged 3"), "{behind}");
+        assert!(behind.contains("the watermark is at sequence 1, the writer at 2"), "{behind}");
+        state.last_sequence -= 1;
+        db.inner.read_cache().set_visible(2);
+        let ahead = db.inner.check_published(&state).unwrap_err();
+        assert!(ahead.contains("readers see sequence 2, the writer acknowledged 1"), "{ahead}");
+        db.inner.read_cache().set_visible(1);
+        let landed = crate::watermark::Completed { first: 3, last: 3, snapshot: None };
+        db.inner.watermark.lock().insert(landed);
+        let gap = db.inner.check_published(&state).unwrap_err();
+        assert!(gap.contains("above a gap at sequence 1"), "{gap}");
     }
 }

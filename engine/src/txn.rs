@@ -227,15 +227,9 @@ impl<E: Env> Transaction<E> {
             return finished.map(|()| None).map_err(|error| conflict(&inner.env, error));
         }
         let prepared = crate::commit::prepare(writes);
-        let mut state = inner.state();
-        // The snapshot stays registered until the commit is visible (released by `acknowledge`): a reader's safe
-        // snapshot may go back to it (ADR-0025).
-        let result =
-            crate::commit::submit(&self.db.inner, &mut state, prepared, self.id, Some(self.snapshot)).map(Some);
-        if result.is_err() {
-            inner.registry().release_snapshot(self.snapshot);
-        }
-        result
+        // The snapshot stays registered until the commit is visible (released by `Inner::complete`): a reader's
+        // safe snapshot may go back to it (ADR-0025). Released here if the submit fails.
+        crate::commit::commit_writes(inner, inner.state(), prepared, self.id, Some(self.snapshot)).map(Some)
     }
 
     /// Commit: serializable, and durable when it returns (in `Sync` mode). A serialization failure is returned only

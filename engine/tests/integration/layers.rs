@@ -16,7 +16,7 @@ const LAYERS: &[&[&str]] = &[
     &["memtable", "wal", "sstable", "manifest"],
     &["recovery_rules", "options", "version", "file_names"],
     &["view"],
-    &["scan", "read_cache"],
+    &["scan", "read_cache", "watermark"],
     &["state"],
     &["jobs"],
     &["commit"],

@@ -1,5 +1,6 @@
 //! The lock-hold counters behind issue 27's serial-fraction figures (ADR-0119): off by default, and on they count
-//! every commit's writer lock, registry lock and view lock, with a time no longer than the commits took.
+//! every commit's writer, registry and watermark locks (ADR-0133), and a synced commit's view lock, with a time no
+//! longer than the commits took.
 
 use engine::{Db, LockHolds, Options, SyncMode};
 use env::{Env, RealEnv};
@@ -26,7 +27,7 @@ fn lock_holds_are_zero_unless_timing_is_on() {
 }
 
 #[test]
-fn every_commit_takes_the_writer_registry_and_view_locks_and_is_timed() {
+fn every_commit_takes_the_writer_registry_and_watermark_locks_and_is_timed() {
     let env = RealEnv::new();
     let dir = env.temp_dir("lock-holds-on").unwrap();
     for mode in [SyncMode::NoSync, SyncMode::Sync] {
@@ -38,9 +39,18 @@ fn every_commit_takes_the_writer_registry_and_view_locks_and_is_timed() {
         let stats = db.stats();
         let holds = stats.lock_holds.since(before.lock_holds);
         assert_eq!(stats.commits - before.commits, COMMITS, "{mode:?}");
-        for (name, hold) in [("writer", holds.writer), ("registry", holds.registry), ("view", holds.view)] {
+        let every = [("writer", holds.writer), ("registry", holds.registry), ("watermark", holds.watermark)];
+        for (name, hold) in every {
             assert!(hold.acquisitions >= COMMITS, "{mode:?} {name}: {hold:?}");
             assert!(hold.held_ns > 0 && hold.held_ns <= elapsed_ns, "{mode:?} {name}: {hold:?} in {elapsed_ns} ns");
+        }
+        // A synced commit's batch publishes under the writer lock (the view lock); an unsynced commit publishes
+        // after it, through the watermark alone (ADR-0133).
+        let view = holds.view;
+        assert!(view.held_ns <= elapsed_ns, "{mode:?} view: {view:?} in {elapsed_ns} ns");
+        match mode {
+            SyncMode::Sync => assert!(view.acquisitions >= COMMITS && view.held_ns > 0, "{mode:?} view: {view:?}"),
+            _ => assert!(view.acquisitions < COMMITS, "{mode:?} view taken per commit: {view:?}"),
         }
         db.close().unwrap();
     }

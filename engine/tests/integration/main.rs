@@ -15,3 +15,4 @@ mod probes;
 mod robust;
 mod sources;
 mod txn_crash;
+mod watermark;
