@@ -23,11 +23,13 @@ macro_rules! source {
 }
 
 /// `Mvcc`: the transactions, the commit pipeline and the registry (snapshots), the visible sequence readers see
-/// (`read_cache.rs`, ADR-0127), the write-write check it drives, the read path, and the model.
+/// (`read_cache.rs`, ADR-0127), the visibility watermark that publishes commits in sequence order (ADR-0133), the
+/// write-write check it drives, the read path, and the model.
 const MVCC: &[Source] = &[
     source!("engine/src/txn.rs"),
     source!("engine/src/commit.rs"),
     source!("engine/src/state.rs"),
+    source!("engine/src/watermark.rs"),
     source!("engine/src/read_cache.rs"),
     source!("engine/src/ssi.rs"),
     source!("engine/src/ssi/cause.rs"),
@@ -48,6 +50,7 @@ const SSI: &[Source] = &[
     source!("engine/src/txn.rs"),
     source!("engine/src/commit.rs"),
     source!("engine/src/state.rs"),
+    source!("engine/src/watermark.rs"),
     source!("specs/src/db.rs"),
     source!("specs/src/ssi.rs"),
     source!("specs/src/check.rs"),
