@@ -86,6 +86,7 @@ impl<E: Env> Db<E> {
         }
         out
     }
+
     /// A scan of the live rows in `range`, as [`Db::scan`], over every source but the live tables whose paths are in
     /// `skipped` (a simulator's verification passes over a table with a damaged block, and point-reads only the
     /// keys that table may hold: [`SkippedTables::may_hold`], ADR-0142). The skipped tables are those of the

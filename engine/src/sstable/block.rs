@@ -162,9 +162,15 @@ pub fn decode_block(bytes: &[u8]) -> Result<Block, DecodeError> {
 
 /// [`decode_block`] keeping the buffer the block was read into: no copy (the read path's cache miss).
 pub fn decode_block_owned(mut bytes: Vec<u8>) -> Result<Block, DecodeError> {
-    let layout = validate_block(&bytes)?;
-    bytes.truncate(bytes.len() - CRC_SIZE_BYTES);
-    Ok(Block::from_parts(bytes, layout))
+    decode_block_taking(&mut bytes)
+}
+
+/// [`decode_block_owned`] that takes the buffer only when it decodes: on an error it is left as it was.
+fn decode_block_taking(bytes: &mut Vec<u8>) -> Result<Block, DecodeError> {
+    let layout = validate_block(bytes)?;
+    let mut owned = std::mem::take(bytes);
+    owned.truncate(owned.len() - CRC_SIZE_BYTES);
+    Ok(Block::from_parts(owned, layout))
 }
 
 /// [`decode_block_owned`] for a block an earlier read of which validated with checksum `known_crc` (ADR-0135).
@@ -184,10 +190,7 @@ pub(crate) fn decode_block_known(
         .map(|at| u32::from_le_bytes(bytes[at..].try_into().expect("the checksum is CRC_SIZE_BYTES long")));
     let Some(crc) = stored else { return Err(validate_block(bytes).expect_err("a block shorter than its CRC")) };
     if known_crc != Some(crc) || bytes.len() > BLOCK_SIZE_BYTES_MAX {
-        let layout = validate_block(bytes)?;
-        let mut owned = std::mem::take(bytes);
-        owned.truncate(owned.len() - CRC_SIZE_BYTES);
-        return Ok((Block::from_parts(owned, layout), crc));
+        return decode_block_taking(bytes).map(|block| (block, crc));
     }
     let contents_size_bytes = unseal(BlockTag::Data, bytes)?.len();
     let mut bytes = std::mem::take(bytes);

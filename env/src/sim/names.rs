@@ -177,6 +177,8 @@ impl Namespace {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     /// `is_root` is `path == "/"` as a `Path` (or empty), for roots written several ways and for paths that are not.
     #[test]
     fn is_root_agrees_with_path_equality() {
@@ -187,8 +189,6 @@ mod tests {
         }
         assert!(is_root(Path::new("//")) && !is_root(Path::new("/db")), "both answers occur");
     }
-
-    use super::*;
 
     #[test]
     fn paths_equal_as_paths_share_an_id_and_know_their_directory() {
