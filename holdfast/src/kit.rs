@@ -36,20 +36,42 @@ pub fn value_bytes(spec: ValueSpec) -> Vec<u8> {
 /// The key bytes of key index `key`: `k` and at least six decimal digits (`k000042`), so byte order is numeric
 /// order below a million.
 pub fn key_bytes(key: u32) -> Vec<u8> {
-    // `format!("k{key:06}")` without the formatter (it was a twentieth of an engine swarm's time, ADR-0114).
-    let digits = key.checked_ilog10().map_or(1, |log| log + 1).max(6) as usize;
-    let mut bytes = vec![b'0'; 1 + digits];
-    bytes[0] = b'k';
-    let mut rest = key;
-    for byte in bytes[1..].iter_mut().rev() {
-        *byte = b'0' + u8::try_from(rest % 10).expect("a digit");
-        rest /= 10;
-    }
-    debug_assert!(bytes.len() >= 7 && rest == 0);
-    bytes
+    RenderedKey::new(key).as_bytes().to_vec()
 }
 
-/// The key index of `bytes`, if they are a rendered key.
+/// The most bytes a rendered key has: `k` and the ten digits of `u32::MAX`.
+const RENDERED_KEY_BYTES_MAX: usize = 11;
+
+/// A rendered key ([`key_bytes`]) held inline, for a read that only borrows it: the verification renders a key
+/// per key it checks, and an allocation per key was most of the rendering's cost (ADR-0141).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RenderedKey {
+    bytes: [u8; RENDERED_KEY_BYTES_MAX],
+    len: u8,
+}
+
+impl RenderedKey {
+    /// `key` rendered: `k` and at least six decimal digits.
+    pub fn new(key: u32) -> Self {
+        // `format!("k{key:06}")` without the formatter (it was a twentieth of an engine swarm's time, ADR-0114).
+        let digits = key.checked_ilog10().map_or(1, |log| log + 1).max(6) as usize;
+        let mut bytes = [b'0'; RENDERED_KEY_BYTES_MAX];
+        bytes[0] = b'k';
+        let mut rest = key;
+        for byte in bytes[1..=digits].iter_mut().rev() {
+            *byte = b'0' + u8::try_from(rest % 10).expect("a digit");
+            rest /= 10;
+        }
+        debug_assert!(digits >= 6 && rest == 0);
+        Self { bytes, len: u8::try_from(1 + digits).expect("at most eleven bytes") }
+    }
+
+    /// The rendered bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+}
+
 pub fn parse_key(bytes: &[u8]) -> Option<u32> {
     let digits = bytes.strip_prefix(b"k")?;
     if digits.len() < 6 || !digits.iter().all(u8::is_ascii_digit) {
@@ -255,6 +277,11 @@ mod tests {
             assert_eq!(parse_key(&key_bytes(key)), Some(key));
         }
         assert!(key_bytes(9) < key_bytes(10));
+        assert_eq!(RenderedKey::new(u32::MAX).as_bytes(), b"k4294967295");
+        assert_eq!(
+            (RenderedKey::new(0).as_bytes(), RenderedKey::new(999_999).as_bytes()),
+            (&b"k000000"[..], &b"k999999"[..])
+        );
         assert_eq!(parse_key(b"k00001"), None);
         assert_eq!(parse_key(b"k0000001"), None, "not the canonical rendering");
         assert_eq!(parse_key(b"x000001"), None);
@@ -267,6 +294,7 @@ mod tests {
         #[test]
         fn keys_render_as_the_formatter_did(key: u32, digits in "[0-9]{0,11}") {
             proptest::prop_assert_eq!(key_bytes(key), format!("k{key:06}").into_bytes());
+            proptest::prop_assert_eq!(RenderedKey::new(key).as_bytes(), format!("k{key:06}").as_bytes());
             let text = format!("k{digits}");
             let reference = digits.parse::<u32>().ok().filter(|&key| format!("k{key:06}") == text);
             proptest::prop_assert_eq!(parse_key(text.as_bytes()), reference);

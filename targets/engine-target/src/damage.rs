@@ -12,6 +12,36 @@ use holdfast::kit::DamageExcuses;
 
 use crate::EngineTarget;
 
+/// How many reads of a damaged run were excused by damage and how many were checked exactly: the
+/// `damage.excused_reads` and `damage.exact_reads` counters. Counted in two integers and added to the coverage when
+/// it is taken: the verification counts every key it reads, and a counter looked up by name per key cost as much
+/// as the model's check of the key (ADR-0141).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReadCounts {
+    excused: u64,
+    exact: u64,
+}
+
+impl ReadCounts {
+    /// Count one read of a damaged run: `excused` when damage reached its key.
+    pub fn count(&mut self, excused: bool) {
+        if excused {
+            self.excused += 1;
+        } else {
+            self.exact += 1;
+        }
+    }
+
+    /// Add the counters to `coverage`; a counter never counted stays absent, as one never added.
+    pub fn add_to(&self, coverage: &mut holdfast::Coverage) {
+        for (name, count) in [("damage.excused_reads", self.excused), ("damage.exact_reads", self.exact)] {
+            if count > 0 {
+                coverage.add(name, count);
+            }
+        }
+    }
+}
+
 /// What [`record`] last added: the live files with their key ranges, and the newest live log segment among them.
 #[derive(Debug, Default)]
 pub struct Recorded {
@@ -40,9 +70,14 @@ pub fn record(excuses: &mut DamageExcuses, last: &mut Recorded, db: &Db<SimEnv>)
 }
 
 /// The number of a log segment's file (`wal-000009.log` is 9); `None` for any other file. Reads the name in place
-/// (a name that is not UTF-8 is no segment's): it runs for every live file of every changed list (ADR-0137).
+/// (a name that is not UTF-8 is no segment's): it runs for every live file of every changed list (ADR-0137). The
+/// name is the bytes after the last `/`, as the engine writes its paths (`Path::file_name`'s component walk was
+/// most of this function's cost, ADR-0141); a path ending in `/` names a directory, no segment.
 fn log_number(path: &Path) -> Option<u64> {
-    path.file_name()?.to_str()?.strip_prefix("wal-")?.strip_suffix(".log")?.parse().ok()
+    let bytes = path.as_os_str().as_encoded_bytes();
+    let name = bytes.rsplit(|&byte| byte == b'/').next()?;
+    let digits = name.strip_prefix(b"wal-")?.strip_suffix(b".log")?;
+    std::str::from_utf8(digits).ok()?.parse().ok()
 }
 
 /// The live log segments numbered `from` or above: where a write acknowledged now may have been appended, when
@@ -83,7 +118,9 @@ mod tests {
     fn log_numbers_come_only_from_segment_names() {
         assert_eq!(log_number(Path::new("/db/wal-000009.log")), Some(9));
         assert_eq!(log_number(Path::new("/db/wal-1234567.log")), Some(1_234_567));
-        for other in ["/db/table-000009.sst", "/db/MANIFEST", "/db/wal-.log", "/db/wal-00x9.log", "/db/wal-000009"] {
+        assert_eq!(log_number(Path::new("wal-000003.log")), Some(3), "a bare name");
+        let others = ["/db/table-000009.sst", "/db/MANIFEST", "/db/wal-.log", "/db/wal-00x9.log", "/db/wal-000009"];
+        for other in others.into_iter().chain(["/db/wal-000009.log/", "/db/wal-000009.log.tmp", "/wal-1.log/x"]) {
             assert_eq!(log_number(Path::new(other)), None, "{other}");
         }
         #[cfg(unix)]

@@ -108,6 +108,8 @@ pub struct EngineTarget {
     newest_log: Option<u64>,
     /// The live files and key ranges last recorded into `excuses`.
     recorded: damage::Recorded,
+    /// The `damage.excused_reads` and `damage.exact_reads` counters, kept apart from `counters` (ADR-0141).
+    damage_reads: damage::ReadCounts,
     /// Read-only transactions held across steps (`hold_reader`), oldest first.
     readers: Vec<engine::ReadTransaction<SimEnv>>,
 }
@@ -149,7 +151,7 @@ impl EngineTarget {
             return false;
         }
         let reaches = self.excuses.excuses(damage, key, u64::MAX);
-        self.counters.add(if reaches { "damage.excused_reads" } else { "damage.exact_reads" }, 1);
+        self.damage_reads.count(reaches);
         reaches
     }
 
@@ -208,6 +210,7 @@ impl Target for EngineTarget {
             excuses: holdfast::kit::DamageExcuses::default(),
             newest_log: None,
             recorded: damage::Recorded::default(),
+            damage_reads: damage::ReadCounts::default(),
             readers: Vec::new(),
         }
     }
@@ -342,6 +345,7 @@ impl Target for EngineTarget {
 
     fn coverage(&self, coverage: &mut Coverage) {
         coverage.merge(&self.counters);
+        self.damage_reads.add_to(coverage);
         if let Some(db) = &self.db {
             let stats = db.stats();
             coverage.add("flushes", stats.flush_count);

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::hash::Hasher;
 
 use holdfast::env::{DeterministicRng, StableHasher};
-use holdfast::kit::{ValueSpec, key_bytes, parse_key, sig_of, smaller_u32, value_bytes};
+use holdfast::kit::{RenderedKey, ValueSpec, key_bytes, parse_key, sig_of, smaller_u32, value_bytes};
 use holdfast::{FailureKind, Observed, Step, Violation, World};
 use serde::{Deserialize, Serialize};
 
@@ -122,8 +122,8 @@ impl EngineTarget {
             _ => None,
         };
         let result = match &bytes {
-            Some(bytes) => self.live_db().put(&key_bytes(key), bytes),
-            None => self.live_db().delete(&key_bytes(key)),
+            Some(bytes) => self.live_db().put(RenderedKey::new(key).as_bytes(), bytes),
+            None => self.live_db().delete(RenderedKey::new(key).as_bytes()),
         };
         match result {
             Ok(()) => {
@@ -150,7 +150,7 @@ impl EngineTarget {
     }
 
     pub(crate) fn get(&mut self, world: &mut World, key: u32) -> Outcome {
-        match self.live_db().get(&key_bytes(key)) {
+        match self.live_db().get(RenderedKey::new(key).as_bytes()) {
             Ok(value) => {
                 let actual = value.as_deref().map(sig_of);
                 let damaged = self.damage_reaches(world, key);

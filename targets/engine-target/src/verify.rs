@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use engine::{ScanIter, SkippedTables};
 use holdfast::env::SimEnv;
-use holdfast::kit::{Sig, key_bytes, parse_key, sig_of};
+use holdfast::kit::{RenderedKey, Sig, key_bytes, parse_key, sig_of};
 use holdfast::{FailureKind, Violation, World};
 
 use crate::{EngineTarget, system_error};
@@ -165,7 +165,7 @@ impl EngineTarget {
         value: Option<&[u8]>,
         passed: Option<&Skipped>,
     ) -> Result<bool, Violation> {
-        if passed.is_some_and(|tables| tables.may_hold(&key_bytes(key))) {
+        if passed.is_some_and(|tables| tables.may_hold(RenderedKey::new(key).as_bytes())) {
             return self.verify_by_gets(world, context, &[key]);
         }
         self.verify_read(world, key, value.map(sig_of), context)?;
@@ -207,7 +207,7 @@ impl EngineTarget {
     fn verify_by_gets(&mut self, world: &mut World, context: &str, keys: &[u32]) -> Result<bool, Violation> {
         for &key in keys {
             let Some(db) = &self.db else { return Ok(false) };
-            match db.get(&key_bytes(key)) {
+            match db.get(RenderedKey::new(key).as_bytes()) {
                 Ok(value) => self.verify_read(world, key, value.as_deref().map(sig_of), context)?,
                 Err(error) => {
                     // An armed crash cut the verification (the framework recovers and verifies again), or a fault
