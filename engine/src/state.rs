@@ -29,7 +29,8 @@ use crate::sstable::BlockCache;
 use crate::types::Sequence;
 use crate::version::Version;
 use crate::view::{ClosedFlag, ReadView, ViewSources};
-use crate::wal::{Batch, WalWriter};
+use crate::wal::Batch;
+use crate::wal_writer::WalWriter;
 use crate::watermark::{Completed, Marks, Watermark};
 
 /// A commit appended to the log and not yet acknowledged.
@@ -89,7 +90,7 @@ impl Batches {
 #[derive(Debug)]
 pub(crate) struct State<E: Env> {
     pub(crate) memtable: Arc<Memtable>,
-    pub(crate) wal: WalWriter<E::File>,
+    pub(crate) wal: WalWriter<E>,
     /// Oldest first.
     pub(crate) immutables: VecDeque<Immutable>,
     pub(crate) version: Arc<Version<E::File>>,
@@ -227,6 +228,8 @@ struct LockMeters {
     registry: LockMeter,
     view: LockMeter,
     watermark: LockMeter,
+    /// The log lock's (ADR-0134): every segment's [`WalWriter`] shares it.
+    log: Arc<LockMeter>,
 }
 
 impl<E: Env> Inner<E> {
@@ -244,6 +247,7 @@ impl<E: Env> Inner<E> {
         let read_cache = ReadCache::new(state.last_sequence);
         let registered_visible = AtomicU64::new(state.last_sequence);
         let watermark = Watermark::new(state.last_sequence);
+        let meters = LockMeters { log: Arc::clone(state.wal.meter()), ..LockMeters::default() };
         Self {
             env,
             dir,
@@ -258,7 +262,7 @@ impl<E: Env> Inner<E> {
             poisoned: Mutex::new(None),
             closed,
             lock: Mutex::new(Some(lock)),
-            meters: LockMeters::default(),
+            meters,
         }
     }
 
@@ -290,7 +294,8 @@ impl<E: Env> Inner<E> {
     pub(crate) fn lock_holds(&self) -> LockHolds {
         let meters = &self.meters;
         let (writer, registry) = (meters.writer.read(), meters.registry.read());
-        LockHolds { writer, registry, view: meters.view.read(), watermark: meters.watermark.read() }
+        let (view, watermark, log) = (meters.view.read(), meters.watermark.read(), meters.log.read());
+        LockHolds { writer, registry, view, watermark, log }
     }
 
     /// Publish the writer's memtables and version to readers. Under the writer lock (so publications happen in
