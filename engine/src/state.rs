@@ -1,9 +1,12 @@
 //! The database's shared state and its locks (ADR-0082). Five locks, always taken in this order and never the
-//! other way round: **writer** (`Inner::state`) → **watermark** (the visibility watermark, ADR-0133) →
+//! other way round: **writer** (`Inner::state`) → [the log segment's **log lock** and, below it, its pending
+//! bytes' leaf, `crate::wal_writer::LogTail`, ADR-0134: never held while taking any lock listed here] →
+//! **watermark** (the visibility watermark, ADR-0133) →
 //! **registry** (`Inner::registry`) → **view** (the published read side) → **poisoned** (a leaf). An unsynced
 //! committer inserts into the memtable and publishes through the watermark after the writer lock; a rotation
-//! waits, under the writer lock, for those inserts (they take no writer lock). Only the writer lock is ever held
-//! across IO (log appends, a rotation's syncs, a manifest install); readers take only the registry and view locks,
+//! waits, under the writer lock, for those inserts (they take no writer lock). Only the writer and log locks are
+//! ever held across IO (the writer: a rotation's syncs, a manifest install, the log writes a sync makes first; the
+//! log lock: one group's log write, ADR-0134); readers take only the registry and view locks,
 //! which no IO runs under, so a reader never waits for a disk. A point read takes no shared lock at all while the
 //! sources are unchanged (ADR-0127, [`ReadCache`]): the view lock is the path of the first read on a thread and of
 //! reads after a change. The read cache's own mutexes (its list of cells, then one thread's cell) are leaves below
