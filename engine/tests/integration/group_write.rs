@@ -2,13 +2,14 @@
 //! whoever finds pending bytes writes them all after it. Writers commit unsynced while the main thread rotates the
 //! log (`Db::flush`) and then closes the database under them; every commit that returned Ok must then be read back
 //! after a reopen (from the log segments recovery replays, or the tables flushed from them), with its value, and
-//! every log segment left must decode to its end.
+//! every log segment left must decode to its end. Before the first rotation, every commit acknowledged so far must
+//! already be in the log's bytes as the OS has them.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use engine::wal::{WalEnd, decode_segment};
+use engine::wal::{Record, WalEnd, decode_segment};
 use engine::{Db, Error, Options, SyncMode};
 use env::{Env, File, OpenOptions, RealEnv, TaskStep};
 
@@ -59,6 +60,17 @@ fn log_segments(env: &RealEnv, dir: &Path) -> Vec<(std::path::PathBuf, Vec<u8>)>
         .collect()
 }
 
+/// Every key of a batch record in the log segments' bytes as the OS has them now (a record still being written may
+/// end a segment torn).
+fn keys_in_the_log(env: &RealEnv, dir: &Path) -> std::collections::BTreeSet<Vec<u8>> {
+    let records = log_segments(env, dir).into_iter().flat_map(|(_, bytes)| decode_segment(&bytes).records);
+    let batches = records.filter_map(|(_, record)| match record {
+        Record::Batch(batch) => Some(batch.writes),
+        Record::Seal => None,
+    });
+    batches.flatten().map(|write| write.key).collect()
+}
+
 #[test]
 fn every_acknowledged_unsynced_commit_survives_rotations_and_a_close_under_the_committers() {
     let env = RealEnv::new();
@@ -76,6 +88,18 @@ fn every_acknowledged_unsynced_commit_survives_rotations_and_a_close_under_the_c
             env.spawn("writer", Box::new(body))
         })
         .collect();
+    // While the writers go on: a commit that returned Ok has its record in the log's bytes (written through to
+    // the OS before the acknowledgement, by itself or by its group's leader), before any rotation or close.
+    wait_for_sequence(&db, COMMITS_BETWEEN_ROTATIONS / 2);
+    let acknowledged_now = acknowledged.lock().unwrap().clone();
+    let logged = keys_in_the_log(&env, dir.path());
+    let unwritten: Vec<String> = acknowledged_now
+        .keys()
+        .filter(|key| !logged.contains(*key))
+        .map(|key| String::from_utf8_lossy(key).into_owned())
+        .collect();
+    let (count, first) = (unwritten.len(), &unwritten[..unwritten.len().min(5)]);
+    assert!(count == 0 && !acknowledged_now.is_empty(), "{count} acknowledged, not in the log: {first:?}");
     for rotation in 1..=ROTATIONS {
         wait_for_sequence(&db, rotation * COMMITS_BETWEEN_ROTATIONS);
         db.flush().unwrap();
