@@ -69,8 +69,8 @@ pub trait Backend: Send + Sync {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct LockSample {
     pub commits: u64,
-    /// (acquisitions, held ns) of the writer, registry, view and visibility-watermark locks.
-    pub locks: [(u64, u64); 4],
+    /// (acquisitions, held ns) of the writer, registry, view, visibility-watermark and log locks.
+    pub locks: [(u64, u64); 5],
 }
 
 /// Opens a backend in a directory; `true` for synced commits.

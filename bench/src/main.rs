@@ -86,6 +86,12 @@ pub struct LockHoldRow {
     pub watermark_ns_per_commit: f64,
     #[serde(default)]
     pub watermark_acquisitions_per_commit: f64,
+    /// The log lock (ADR-0134: a committer writes its group's records under it, after the writer lock); absent in
+    /// results from before it existed.
+    #[serde(default)]
+    pub log_ns_per_commit: f64,
+    #[serde(default)]
+    pub log_acquisitions_per_commit: f64,
 }
 
 impl LockHoldRow {
@@ -102,7 +108,7 @@ impl LockHoldRow {
             (delta(0, commits), delta(1, commits), delta(2, commits));
         let ((writer_op_acq, writer_op_ns), (registry_op_acq, registry_op_ns), (view_op_acq, view_op_ns)) =
             (delta(0, ops), delta(1, ops), delta(2, ops));
-        let (watermark_acq, watermark_ns) = delta(3, commits);
+        let ((watermark_acq, watermark_ns), (log_acq, log_ns)) = (delta(3, commits), delta(4, commits));
         (commits > 0 || ops > 0).then_some(Self {
             commits,
             writer_ns_per_commit: writer_ns,
@@ -120,6 +126,8 @@ impl LockHoldRow {
             view_acquisitions_per_op: view_op_acq,
             watermark_ns_per_commit: watermark_ns,
             watermark_acquisitions_per_commit: watermark_acq,
+            log_ns_per_commit: log_ns,
+            log_acquisitions_per_commit: log_acq,
         })
     }
 }
@@ -216,9 +224,10 @@ USAGE: cargo run --release --manifest-path bench/Cargo.toml -- [--quick] [OPTION
   --out FILE            results JSON (default bench/results/<date>-<machine>.json)
   --no-readme           do not rewrite bench/README.md's results section and charts
   --report FILE         only regenerate README table and SVG charts from a results JSON
-  --lock-hold           holdfast counts how long each commit holds its writer, registry, view and visibility-
-                        watermark locks (two clock reads per lock taken, so throughput is a little lower): rows get
-                        lock_hold, ns per commit and per operation (reads included; the watermark per commit only)
+  --lock-hold           holdfast counts how long each commit holds its writer, registry, view, visibility-
+                        watermark and log locks (two clock reads per lock taken, so throughput is a little lower):
+                        rows get lock_hold, ns per commit and per operation (reads included; the watermark and log
+                        per commit only)
 ";
 
 fn bench_dir() -> PathBuf {
@@ -534,7 +543,8 @@ fn print_row(r: &Row) {
     if let Some(h) = &r.lock_hold {
         log(&format!(
             "    lock hold per commit over {} commits: writer {:.0} ns ({:.2} takes), registry {:.0} ns ({:.2}), \
-             view {:.0} ns ({:.2}), watermark {:.0} ns ({:.2}); per op over {} ops: writer {:.0} ns ({:.2}), \
+             view {:.0} ns ({:.2}), watermark {:.0} ns ({:.2}), log {:.0} ns ({:.2}); per op over {} ops: \
+             writer {:.0} ns ({:.2}), \
              registry {:.0} ns ({:.2}), view {:.0} ns ({:.2})",
             h.commits,
             h.writer_ns_per_commit,
@@ -545,6 +555,8 @@ fn print_row(r: &Row) {
             h.view_acquisitions_per_commit,
             h.watermark_ns_per_commit,
             h.watermark_acquisitions_per_commit,
+            h.log_ns_per_commit,
+            h.log_acquisitions_per_commit,
             h.ops,
             h.writer_ns_per_op,
             h.writer_acquisitions_per_op,

@@ -1,10 +1,12 @@
 //! The commit pipeline (ADR-0021, ADR-0081): every write, transactional or blind, goes through it.
 //!
-//! 1. **submit** — under the writer lock: SSI validation (the conflict tracker), sequence assignment, WAL append.
-//!    A synced commit joins the open batch (spawning its `group-commit` task if none is open) and gets a
-//!    [`CommitTicket`]. An unsynced one is **finished** after the lock (ADR-0133): its writes go into the
-//!    concurrent memtable in parallel with other committers', and it becomes visible once every earlier sequence
-//!    has landed (the visibility watermark, `crate::watermark`).
+//! 1. **submit** — under the writer lock: SSI validation (the conflict tracker), sequence assignment, and the
+//!    log record encoded into the segment's pending bytes (no IO, ADR-0134). A synced commit joins the open batch
+//!    (spawning its `group-commit` task if none is open) and gets a [`CommitTicket`]. Both are **finished** after
+//!    the lock: the record is written through the log lock, by whoever finds pending bytes, one `write_all_at` for
+//!    the whole group (`crate::wal_writer`). An unsynced commit's writes then go into the concurrent memtable in
+//!    parallel with other committers' (ADR-0133), and it becomes visible once every earlier sequence has landed
+//!    (the visibility watermark, `crate::watermark`).
 //! 2. **capture** — the batch's first step: once no earlier batch is still syncing, it captures the log's end
 //!    under the writer lock and closes (later commits open the next batch).
 //! 3. **sync and acknowledge** — its second step: one sync outside every lock, then every commit now durable is
@@ -22,7 +24,8 @@ use crate::options::SyncMode;
 use crate::ssi::{Conflict, ConflictCause, TxnId};
 use crate::state::{Immutable, Inner, PendingCommit, Registry, State};
 use crate::types::Sequence;
-use crate::wal::{Batch, BatchWrite, RecordKind, WalWriter};
+use crate::wal::{Batch, BatchWrite, RecordKind};
+use crate::wal_writer::LogTail;
 use crate::watermark::Completed;
 
 /// How many batches a committer waits through before giving up.
@@ -96,9 +99,11 @@ pub(crate) fn prepare(writes: Vec<BatchWrite>) -> Prepared {
 }
 
 /// A commit appended under the writer lock, for [`finish`] to complete after it.
-#[must_use = "an unsynced commit is visible only once finished"]
-pub(crate) struct Submitted {
+#[must_use = "a commit's record is written only once finished"]
+pub(crate) struct Submitted<E: Env> {
     ticket: CommitTicket,
+    /// The segment its record is queued in, and the record's end (ADR-0134).
+    log: (Arc<LogTail<E>>, u64),
     /// An unsynced commit's writes and snapshot, and the memtable they go into (ADR-0133); none when a group
     /// commit's batch acknowledges it.
     insert: Option<(Arc<Memtable>, Batch, Option<Sequence>)>,
@@ -112,7 +117,7 @@ pub(crate) fn submit<E: Env>(
     prepared: Prepared,
     txn: TxnId,
     snapshot: Option<Sequence>,
-) -> Result<Submitted> {
+) -> Result<Submitted<E>> {
     let Prepared { writes, keys, mut payload } = prepared;
     let first = state.next_sequence;
     let last = first + writes.len() as u64 - 1;
@@ -131,33 +136,47 @@ pub(crate) fn submit<E: Env>(
     let batch = Batch { first_sequence: first, writes };
     crate::wal::set_batch_first_sequence(&mut payload, first);
     let split = inner.env.buggify("wal.split_write");
-    // Under the writer lock only: no reader waits for this append.
-    if let Err(error) = state.wal.append(RecordKind::Batch, &payload, split) {
-        let error = Error::from(error);
-        inner.poison(&error);
-        return Err(error);
+    // Queued, not written: no IO under the writer lock unless the pending bytes are over their limit.
+    let end_offset = state.wal.append(RecordKind::Batch, &payload, split).inspect_err(|error| inner.poison(error))?;
+    // Canary: acknowledge before the record is synced.
+    let unsynced = inner.options.sync_mode == SyncMode::NoSync || crate::canary::active("unsynced-ack");
+    if !unsynced && state.batches.open.is_none() {
+        // A synced commit that opens a batch writes the pending records before it spawns the batch's task: once
+        // per batch under the writer lock, and the Env calls keep the order a record written under the lock had
+        // (write, then spawn), so every simulator schedule is unchanged (ADR-0134).
+        state.wal.write_out().inspect_err(|error| inner.poison(error))?;
     }
     state.next_sequence = last + 1;
     state.commit_count += 1;
-    let (wal_number, end_offset) = (state.wal.number(), state.wal.end_offset());
-    // Canary: acknowledge before the record is synced.
-    let unsynced = inner.options.sync_mode == SyncMode::NoSync || crate::canary::active("unsynced-ack");
+    let wal_number = state.wal.number();
+    let log = (Arc::clone(state.wal.tail()), end_offset);
     let ticket = CommitTicket { last_sequence: last };
     if unsynced {
         // The rotation that would seal this memtable waits for this commit's insert (`acknowledge_all`).
-        return Ok(Submitted { ticket, insert: Some((Arc::clone(&state.memtable), batch, snapshot)) });
+        return Ok(Submitted { ticket, log, insert: Some((Arc::clone(&state.memtable), batch, snapshot)) });
     }
     // Joined now, so a simulator can step the shared sync before anyone waits (batches larger than one).
     let group = Some(join_open_batch(inner, state));
     state.pending_commits.push_back(PendingCommit { batch, wal_number, end_offset, snapshot, group });
-    Ok(Submitted { ticket, insert: None })
+    Ok(Submitted { ticket, log, insert: None })
 }
 
-/// Step 1b, after the writer lock: an unsynced commit's writes go into the memtable its sequences were assigned
-/// in, it is completed on the visibility watermark, and it waits for the commits before it to land (they are
-/// inserting now). Then the rotation its writes made due, if no one else did it first.
-pub(crate) fn finish<E: Env>(inner: &Arc<Inner<E>>, submitted: Submitted) -> Result<CommitTicket> {
-    let Submitted { ticket, insert } = submitted;
+/// Step 1b, after the writer lock: the commit's record is written (by this committer for its whole group, or
+/// already by another, ADR-0134); a failed write poisons the database and the commit is never visible. Then an
+/// unsynced commit's writes go into the memtable its sequences were assigned in, it is completed on the
+/// visibility watermark, and it waits for the commits before it to land (they are inserting now). Then the
+/// rotation its writes made due, if no one else did it first.
+pub(crate) fn finish<E: Env>(inner: &Arc<Inner<E>>, submitted: Submitted<E>) -> Result<CommitTicket> {
+    let Submitted { ticket, log: (tail, end), insert } = submitted;
+    let written = tail.write_through(end);
+    drop(tail);
+    if let Err(error) = written {
+        inner.poison(&error);
+        if let Some((_, _, Some(snapshot))) = insert {
+            inner.registry().release_snapshot(snapshot);
+        }
+        return Err(error);
+    }
     let Some((memtable, batch, snapshot)) = insert else { return Ok(ticket) };
     insert_writes(&memtable, &batch);
     let (first, last) = (batch.first_sequence, batch.last_sequence());
@@ -265,6 +284,7 @@ pub(crate) fn rotate<E: Env>(inner: &Arc<Inner<E>>, state: &mut State<E>) -> Res
 
 fn rotate_log<E: Env>(inner: &Arc<Inner<E>>, state: &mut State<E>) -> Result<()> {
     let number = state.allocate_file_number();
+    // The seal follows every queued record: its sync writes them all first (ADR-0134).
     state.wal.append(RecordKind::Seal, &[], false)?;
     state.wal.sync()?;
     // Every pending commit is in this segment and now durable: make it visible in this memtable, whose log is
@@ -277,7 +297,8 @@ fn rotate_log<E: Env>(inner: &Arc<Inner<E>>, state: &mut State<E>) -> Result<()>
     assert!(state.pending_commits.is_empty(), "rotation left commits pending");
     let file = inner.env.open(&inner.wal_path(number), OpenOptions::create_new())?;
     inner.env.sync_dir(&inner.dir)?;
-    let old = mem::replace(&mut state.wal, WalWriter::new(file, number, inner.env.sector_size_bytes()));
+    let next = state.wal.successor(file, number);
+    let old = mem::replace(&mut state.wal, next);
     let memtable = mem::replace(&mut state.memtable, Arc::new(Memtable::new()));
     assert!(old.number() < number, "log segment numbers must grow");
     state.immutables.push_back(Immutable { memtable, wal_number: old.number() });
@@ -394,7 +415,8 @@ fn capture<E: Env>(inner: &Arc<Inner<E>>, me: u64, gathered: bool) -> Result<Opt
                 return Ok(None);
             }
             let number = state.wal.number();
-            let (file, end) = state.wal.begin_sync();
+            // Every queued record is written first, under the writer lock (ADR-0134).
+            let (file, end) = state.wal.begin_sync()?;
             return Ok(Some(Phase::Sync { file, number, end }));
         }
         handle
@@ -434,4 +456,55 @@ fn sync_and_acknowledge<E: Env>(inner: &Arc<Inner<E>>, me: u64, file: &E::File, 
         env::probe!(inner.env, "txn.group_commit_batch");
     }
     maybe_rotate(inner, &mut state)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::ValueKind;
+    use crate::{Db, Options};
+
+    /// Queue a one-put commit of `key` (submitted under the writer lock, not yet finished).
+    fn queue<E: Env>(inner: &Arc<Inner<E>>, key: &[u8]) -> Submitted<E> {
+        let mut state = inner.state();
+        let snapshot = state.next_sequence - 1;
+        let txn = track(inner, &mut inner.registry(), snapshot, false).unwrap();
+        let writes = vec![BatchWrite { kind: ValueKind::Put, key: key.to_vec(), value: b"v".to_vec() }];
+        submit(inner, &mut state, prepare(writes), txn, None).unwrap()
+    }
+
+    /// ADR-0134's failure path: three commits queued in one group, whose one write fails: every commit in it errs
+    /// with that failure, none becomes visible, the database is poisoned, and nothing waits for their sequences
+    /// (the last committer's finish and the close return). Synced commits too, where the first one opened the
+    /// batch and so wrote its record under the writer lock: its wait fails (its batch ends poisoned, unsynced).
+    #[test]
+    fn a_failed_group_write_fails_every_commit_in_it_and_none_becomes_visible() {
+        for mode in [SyncMode::NoSync, SyncMode::Sync] {
+            let env = env::SimEnv::new(9);
+            let db = Db::open(env.clone(), "/db", Options::default().with_sync_mode(mode)).unwrap();
+            db.put(b"before", b"v").unwrap();
+            let mut queued: Vec<_> = [b"a", b"b", b"c"].into_iter().map(|key| queue(&db.inner, key)).collect();
+            env.set_fault_config(env::FaultConfig { write_error_ppm: 1_000_000, ..env::FaultConfig::default() });
+            if mode == SyncMode::Sync {
+                let opener = finish(&db.inner, queued.remove(0)).unwrap();
+                let error = wait_for_commit(&db.inner, &opener).unwrap_err();
+                assert!(matches!(error, Error::Closed { .. }), "{error:?}");
+            }
+            let errors: Vec<Error> = queued.into_iter().map(|queued| finish(&db.inner, queued).unwrap_err()).collect();
+            env.set_fault_config(env::FaultConfig::default());
+            assert!(
+                matches!(errors[0], Error::Env(_)) && errors.iter().all(|e| *e == errors[0]),
+                "{mode:?}: {errors:?}"
+            );
+            assert!(db.inner.is_poisoned(), "{mode:?}");
+            let visible = (db.inner.visible_sequence(), db.inner.registered_visible(), db.inner.registry().visible);
+            assert_eq!(visible, (1, 1, 1), "{mode:?}");
+            for key in [b"a", b"b", b"c"] {
+                assert_eq!(db.get(key).unwrap(), None, "{mode:?}");
+            }
+            assert_eq!(db.get(b"before").unwrap(), Some(b"v".to_vec()));
+            assert!(matches!(db.put(b"d", b"v"), Err(Error::Closed { .. })), "{mode:?}");
+            db.close().unwrap();
+        }
+    }
 }

@@ -38,6 +38,7 @@ mod types;
 mod version;
 mod view;
 pub mod wal;
+mod wal_writer;
 mod watermark;
 
 pub use commit::{COMMIT_WAITS_MAX, CommitTicket};

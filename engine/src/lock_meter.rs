@@ -29,8 +29,8 @@ impl LockHold {
     }
 }
 
-/// The locks a commit takes (ADR-0082, ADR-0133): writer, registry, view, and the visibility watermark (an
-/// unsynced commit's publication after the writer lock; a waiter's sleep on it is not counted). All zero unless
+/// The locks a commit takes (ADR-0082, ADR-0133, ADR-0134): writer, registry, view, the visibility watermark (an
+/// unsynced commit's publication after the writer lock; a waiter's sleep on it is not counted) and the log lock. All zero unless
 /// [`crate::Options::lock_timing`] is on.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LockHolds {
@@ -38,6 +38,9 @@ pub struct LockHolds {
     pub registry: LockHold,
     pub view: LockHold,
     pub watermark: LockHold,
+    /// The log lock (ADR-0134): a committer's write-through after the writer lock (the leader holds it across
+    /// its group's write), and a sync's write-out under the writer lock.
+    pub log: LockHold,
 }
 
 impl LockHolds {
@@ -48,6 +51,7 @@ impl LockHolds {
             registry: self.registry.since(earlier.registry),
             view: self.view.since(earlier.view),
             watermark: self.watermark.since(earlier.watermark),
+            log: self.log.since(earlier.log),
         }
     }
 }

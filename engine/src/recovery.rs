@@ -31,7 +31,8 @@ use crate::sstable::{BlockCache, Table};
 use crate::state::{Inner, State, parse_number, table_file_name, wal_file_name};
 use crate::types::{Entry, Sequence};
 use crate::version::{LiveTable, Version};
-use crate::wal::{Record, WalEnd, WalScan, WalWriter, decode_segment};
+use crate::wal::{Record, WalEnd, WalScan, decode_segment};
+use crate::wal_writer::WalWriter;
 
 /// How many times a damaged-looking segment is re-read before its damage is believed (a read can flip a bit).
 pub const SEGMENT_READS_MAX: u32 = 3;
@@ -98,7 +99,7 @@ pub(crate) fn open<E: Env>(env: E, dir: &Path, options: Options) -> Result<Arc<I
     let wal_file = env.open(&dir.join(wal_file_name(wal_number)), OpenOptions::create_new())?;
     let state = State {
         memtable: Arc::new(Memtable::new()),
-        wal: WalWriter::new(wal_file, wal_number, env.sector_size_bytes()),
+        wal: WalWriter::new(&env, wal_file, wal_number, Arc::default(), options.lock_timing),
         immutables: VecDeque::new(),
         version: Arc::new(version),
         next_file_number: wal_number + 1,

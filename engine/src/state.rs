@@ -1,9 +1,12 @@
 //! The database's shared state and its locks (ADR-0082). Five locks, always taken in this order and never the
-//! other way round: **writer** (`Inner::state`) → **watermark** (the visibility watermark, ADR-0133) →
+//! other way round: **writer** (`Inner::state`) → [the log segment's **log lock** and, below it, its pending
+//! bytes' leaf, `crate::wal_writer::LogTail`, ADR-0134: never held while taking any lock listed here] →
+//! **watermark** (the visibility watermark, ADR-0133) →
 //! **registry** (`Inner::registry`) → **view** (the published read side) → **poisoned** (a leaf). An unsynced
 //! committer inserts into the memtable and publishes through the watermark after the writer lock; a rotation
-//! waits, under the writer lock, for those inserts (they take no writer lock). Only the writer lock is ever held
-//! across IO (log appends, a rotation's syncs, a manifest install); readers take only the registry and view locks,
+//! waits, under the writer lock, for those inserts (they take no writer lock). Only the writer and log locks are
+//! ever held across IO (the writer: a rotation's syncs, a manifest install, the log writes a sync makes first; the
+//! log lock: one group's log write, ADR-0134); readers take only the registry and view locks,
 //! which no IO runs under, so a reader never waits for a disk. A point read takes no shared lock at all while the
 //! sources are unchanged (ADR-0127, [`ReadCache`]): the view lock is the path of the first read on a thread and of
 //! reads after a change. The read cache's own mutexes (its list of cells, then one thread's cell) are leaves below
@@ -29,7 +32,8 @@ use crate::sstable::BlockCache;
 use crate::types::Sequence;
 use crate::version::Version;
 use crate::view::{ClosedFlag, ReadView, ViewSources};
-use crate::wal::{Batch, WalWriter};
+use crate::wal::Batch;
+use crate::wal_writer::WalWriter;
 use crate::watermark::{Completed, Marks, Watermark};
 
 /// A commit appended to the log and not yet acknowledged.
@@ -89,7 +93,7 @@ impl Batches {
 #[derive(Debug)]
 pub(crate) struct State<E: Env> {
     pub(crate) memtable: Arc<Memtable>,
-    pub(crate) wal: WalWriter<E::File>,
+    pub(crate) wal: WalWriter<E>,
     /// Oldest first.
     pub(crate) immutables: VecDeque<Immutable>,
     pub(crate) version: Arc<Version<E::File>>,
@@ -227,6 +231,8 @@ struct LockMeters {
     registry: LockMeter,
     view: LockMeter,
     watermark: LockMeter,
+    /// The log lock's (ADR-0134): every segment's [`WalWriter`] shares it.
+    log: Arc<LockMeter>,
 }
 
 impl<E: Env> Inner<E> {
@@ -244,6 +250,7 @@ impl<E: Env> Inner<E> {
         let read_cache = ReadCache::new(state.last_sequence);
         let registered_visible = AtomicU64::new(state.last_sequence);
         let watermark = Watermark::new(state.last_sequence);
+        let meters = LockMeters { log: Arc::clone(state.wal.meter()), ..LockMeters::default() };
         Self {
             env,
             dir,
@@ -258,7 +265,7 @@ impl<E: Env> Inner<E> {
             poisoned: Mutex::new(None),
             closed,
             lock: Mutex::new(Some(lock)),
-            meters: LockMeters::default(),
+            meters,
         }
     }
 
@@ -290,7 +297,8 @@ impl<E: Env> Inner<E> {
     pub(crate) fn lock_holds(&self) -> LockHolds {
         let meters = &self.meters;
         let (writer, registry) = (meters.writer.read(), meters.registry.read());
-        LockHolds { writer, registry, view: meters.view.read(), watermark: meters.watermark.read() }
+        let (view, watermark, log) = (meters.view.read(), meters.watermark.read(), meters.log.read());
+        LockHolds { writer, registry, view, watermark, log }
     }
 
     /// Publish the writer's memtables and version to readers. Under the writer lock (so publications happen in

@@ -29,8 +29,6 @@
 //! all zero, a record at that boundary whose `pad_bytes` is exactly that gap; anything else at `end` is damage.
 //! Synced sectors are therefore never written again, and a garbled torn sector holds only unsynced records.
 
-use env::File;
-
 use crate::error::DecodeError;
 use crate::types::{Sequence, ValueKind};
 
@@ -46,7 +44,7 @@ pub const WAL_SECTOR_BYTES: u64 = env::SECTOR_SIZE_BYTES;
 /// The largest sector the writer pads to (4Kn devices): a record's declared padding is below it.
 pub const WAL_SECTOR_BYTES_MAX: u64 = 4096;
 /// The sectors a reader tries, smallest first, when a zero gap may be padding.
-const WAL_SECTOR_CHOICES: [u64; 2] = [WAL_SECTOR_BYTES, WAL_SECTOR_BYTES_MAX];
+pub(crate) const WAL_SECTOR_CHOICES: [u64; 2] = [WAL_SECTOR_BYTES, WAL_SECTOR_BYTES_MAX];
 
 /// What a record is. The tag bytes share nothing with [`ValueKind`] tags (ADR-0011).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -344,93 +342,6 @@ fn classify_damage(bytes: &[u8], damage: usize, error: DecodeError) -> WalEnd {
     WalEnd::TornTail { offset: damage as u64 }
 }
 
-/// Appends records to one segment and tracks its synced boundary.
-#[derive(Debug)]
-pub struct WalWriter<F: File> {
-    file: std::sync::Arc<F>,
-    number: u64,
-    end_offset: u64,
-    synced_offset: u64,
-    /// How many bytes a sync has been issued for (done or not): no append starts in a sector holding any of them.
-    sync_issued_offset: u64,
-    /// The device's sector ([`env::Env::sector_size_bytes`]): appends after a sync start at its boundaries.
-    sector_bytes: u64,
-}
-
-impl<F: File> WalWriter<F> {
-    /// A writer for a new, empty segment on a device with `sector_bytes` sectors (512 or 4096).
-    pub fn new(file: F, number: u64, sector_bytes: u64) -> Self {
-        assert!(WAL_SECTOR_CHOICES.contains(&sector_bytes), "a WAL sector of {sector_bytes} bytes");
-        let file = std::sync::Arc::new(file);
-        Self { file, number, end_offset: 0, synced_offset: 0, sync_issued_offset: 0, sector_bytes }
-    }
-
-    /// Where the next record starts, and the zero gap before it: the next sector boundary when the sector at the
-    /// end holds bytes a sync was issued for (a torn, garbled append there could destroy them), else the end.
-    fn next_start(&self) -> (u64, u16) {
-        next_append_start(self.end_offset, self.sync_issued_offset, self.sector_bytes)
-    }
-
-    pub fn number(&self) -> u64 {
-        self.number
-    }
-
-    pub fn end_offset(&self) -> u64 {
-        self.end_offset
-    }
-
-    pub fn path(&self) -> &std::path::Path {
-        self.file.path()
-    }
-
-    /// Append one record. `split` writes header and payload with separate calls (a BUGGIFY site: more places for
-    /// a crash to tear). On error the segment's tail is unknown: the caller must stop using the log.
-    pub fn append(&mut self, kind: RecordKind, payload: &[u8], split: bool) -> env::Result<()> {
-        let (start, pad_bytes) = self.next_start();
-        let record = encode_record_padded(kind, payload, self.synced_offset, pad_bytes);
-        if split {
-            self.file.write_all_at(start, &record[..RECORD_HEADER_BYTES])?;
-            let rest = start + RECORD_HEADER_BYTES as u64;
-            self.file.write_all_at(rest, &record[RECORD_HEADER_BYTES..])?;
-        } else {
-            self.file.write_all_at(start, &record)?;
-        }
-        self.end_offset = start + record.len() as u64;
-        assert!(self.synced_offset <= self.end_offset);
-        Ok(())
-    }
-
-    /// Make every appended record durable.
-    pub fn sync(&mut self) -> env::Result<()> {
-        self.sync_issued_offset = self.end_offset;
-        self.file.sync()?;
-        self.synced_offset = self.end_offset;
-        Ok(())
-    }
-
-    /// The segment's file and its end, to sync outside the engine's lock (group commit): from now on no append
-    /// starts in a sector holding any of those bytes.
-    pub fn begin_sync(&mut self) -> (std::sync::Arc<F>, u64) {
-        self.sync_issued_offset = self.end_offset;
-        (std::sync::Arc::clone(&self.file), self.end_offset)
-    }
-
-    /// Everything up to `end` was synced through `WalWriter::file_handle`.
-    pub fn mark_synced(&mut self, end: u64) {
-        assert!(end <= self.end_offset, "synced past the end of the segment");
-        self.synced_offset = self.synced_offset.max(end);
-    }
-
-    pub fn synced_offset(&self) -> u64 {
-        self.synced_offset
-    }
-
-    /// True when everything appended is synced.
-    pub fn is_synced(&self) -> bool {
-        self.synced_offset == self.end_offset
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -514,64 +425,6 @@ mod tests {
         }
         assert!(RecordKind::from_byte(ValueKind::Put.to_byte()).is_none());
         assert!(RecordKind::from_byte(ValueKind::Delete.to_byte()).is_none());
-    }
-
-    /// A writer's segment bytes after appending `records` payload lengths, syncing after the ones marked, on a
-    /// device with `sector_bytes` sectors.
-    fn written(appends: &[(usize, bool)], sector_bytes: u64) -> (Vec<u8>, Vec<u64>) {
-        use env::Env as _;
-        let model = env::DiskModel { sector_bytes, ..env::DiskModel::default() };
-        let env = env::SimEnv::with_model(1, env::FaultConfig::default(), model);
-        let file = env.open(std::path::Path::new("/wal-000001.log"), env::OpenOptions::create_new()).expect("open");
-        let mut writer = WalWriter::new(file, 1, env.sector_size_bytes());
-        let mut synced_ends = Vec::new();
-        for (index, &(len, sync)) in appends.iter().enumerate() {
-            let batch = batch(index as u64 + 1, &[&"k".repeat(len.max(1))]);
-            writer.append(RecordKind::Batch, &encode_batch(&batch), index % 3 == 0).expect("append");
-            if sync {
-                writer.sync().expect("sync");
-                synced_ends.push(writer.end_offset());
-            }
-        }
-        (writer.file.read_all().expect("read back"), synced_ends)
-    }
-
-    #[test]
-    fn appends_after_a_sync_start_at_a_sector_boundary_and_decode() {
-        let appends = [(10, true), (700, false), (3, true), (1, false), (2, false), (5, true), (40, true)];
-        for sector in WAL_SECTOR_CHOICES {
-            let (bytes, synced_ends) = written(&appends, sector);
-            let scan = decode_segment(&bytes);
-            assert_eq!((scan.end, scan.records.len()), (WalEnd::Clean, appends.len()), "sector {sector}");
-            // Every synced end's sector is never written again: the next record starts at a boundary.
-            for end in synced_ends {
-                let next = scan.records.iter().map(|(offset, _)| *offset).find(|&offset| offset >= end);
-                assert!(
-                    next.is_none_or(|offset| offset.is_multiple_of(sector)),
-                    "append into a synced {sector} at {end}"
-                );
-            }
-            let padding = scan.records.iter().map(|(offset, _)| record_padding(&bytes, *offset as usize));
-            assert!(padding.clone().any(|pad| u64::from(pad) >= WAL_SECTOR_BYTES) == (sector > WAL_SECTOR_BYTES));
-            assert!(padding.into_iter().any(|pad| pad > 0), "no padding at sector {sector}");
-        }
-    }
-
-    #[test]
-    fn a_garbled_sector_after_a_sync_keeps_every_synced_record() {
-        for sector in WAL_SECTOR_CHOICES {
-            let (bytes, synced_ends) = written(&[(10, true), (20, true), (30, false)], sector);
-            let synced = *synced_ends.last().expect("synced");
-            // Garble from the unsynced record's start to the end of its sector, as a torn crash may.
-            let mut garbled = bytes.clone();
-            let start = usize::try_from(sector_ceil(synced, sector)).expect("fits");
-            for byte in &mut garbled[start..] {
-                *byte = 0x5a;
-            }
-            let scan = decode_segment(&garbled);
-            assert_eq!(scan.records.len(), 2, "sector {sector}: {:?}", scan.end);
-            assert!(matches!(scan.end, WalEnd::TornTail { .. }), "{:?}", scan.end);
-        }
     }
 
     #[test]

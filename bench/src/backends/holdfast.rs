@@ -84,7 +84,7 @@ impl Holdfast {
         let stats = self.db.stats();
         let holds = stats.lock_holds;
         let locks =
-            [holds.writer, holds.registry, holds.view, holds.watermark].map(|hold| (hold.acquisitions, hold.held_ns));
+            [holds.writer, holds.registry, holds.view, holds.watermark, holds.log].map(|hold| (hold.acquisitions, hold.held_ns));
         LOCK_TIMING.load(Ordering::Relaxed).then_some(LockSample { commits: stats.commits, locks })
     }
 }

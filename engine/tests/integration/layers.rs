@@ -14,7 +14,7 @@ const LAYERS: &[&[&str]] = &[
     &["ssi"],
     &["error"],
     &["memtable", "wal", "sstable", "manifest"],
-    &["recovery_rules", "options", "version", "file_names"],
+    &["recovery_rules", "options", "version", "file_names", "wal_writer"],
     &["view"],
     &["scan", "read_cache", "watermark"],
     &["state"],

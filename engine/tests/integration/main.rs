@@ -6,6 +6,7 @@ mod corruption;
 mod crash;
 mod disk_full;
 mod gc_snapshots;
+mod group_write;
 mod isolation;
 mod layers;
 mod lock_holds;
