@@ -56,10 +56,11 @@ const SSI: &[Source] = &[
     source!("specs/src/check.rs"),
 ];
 
-/// `Storage`: the log format, the manifest, recovery and its pure rules, the flush and install protocol, the
+/// `Storage`: the log format and its writer (one write per group of pending records, ADR-0134), the manifest, recovery and its pure rules, the flush and install protocol, the
 /// simulated disk's crash rules it abstracts, and the model.
 const STORAGE: &[Source] = &[
     source!("engine/src/wal.rs"),
+    source!("engine/src/wal_writer.rs"),
     source!("engine/src/manifest.rs"),
     source!("engine/src/recovery.rs"),
     source!("engine/src/recovery_rules.rs"),
