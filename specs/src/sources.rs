@@ -56,8 +56,9 @@ const SSI: &[Source] = &[
     source!("specs/src/check.rs"),
 ];
 
-/// `Storage`: the log format and its writer (one write per group of pending records, ADR-0134), the manifest, recovery and its pure rules, the flush and install protocol, the
-/// simulated disk's crash rules it abstracts, and the model.
+/// `Storage`: the log format and its writer (one write per group of pending records, ADR-0134), the manifest,
+/// recovery and its pure rules, the flush and install protocol, the simulated disk's crash rules it abstracts, and
+/// the model.
 const STORAGE: &[Source] = &[
     source!("engine/src/wal.rs"),
     source!("engine/src/wal_writer.rs"),
