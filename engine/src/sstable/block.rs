@@ -92,7 +92,9 @@ impl BlockBuilder {
         assert!(self.buffer.len() <= BLOCK_SIZE_BYTES_MAX, "data block grew past BLOCK_SIZE_BYTES_MAX");
     }
 
-    /// Seal the block and reset the builder. The block must not be empty.
+    /// Seal the block and reset the builder. The block must not be empty. (Tests: a table appends its blocks with
+    /// [`BlockBuilder::finish_into`].)
+    #[cfg(test)]
     pub fn finish(&mut self) -> Vec<u8> {
         let mut block = Vec::new();
         self.finish_into(&mut block);
