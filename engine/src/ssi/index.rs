@@ -267,6 +267,9 @@ mod tests {
         if id == 5 { vec![span, span] } else { Vec::new() }
     }
 
+    /// One planted change to an index.
+    type Drift = fn(&mut Index);
+
     /// `matches` agrees with equality to a rebuild: true for the rebuild itself, false after any one entry of any
     /// part goes missing or is added (ADR-0136).
     #[test]
@@ -275,7 +278,7 @@ mod tests {
         let built = Index::build(&txns, straddles);
         assert!(built.matches(&txns, straddles));
         assert_eq!(built.sizes(), (2, 1, 3, 2, 1), "every part holds something to drift");
-        let drifts: [(&str, fn(&mut Index)); 12] = [
+        let drifts: [(&str, Drift); 12] = [
             ("active missing", |index| assert!(index.active.remove(&(10, 1)))),
             ("active extra", |index| assert!(index.active.insert((7, 99)))),
             ("read-only missing", |index| assert!(index.active_read_only.remove(&(11, 2)))),
