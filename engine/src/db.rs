@@ -285,17 +285,17 @@ impl<E: Env> Db<E> {
         if self.inner.is_poisoned() || self.inner.closed.is_set() {
             return Ok(());
         }
-        let files = self.inner.env.list_dir(&self.inner.dir).map_err(|e| format!("list_dir failed: {e}"))?;
-        // Numbers, not formatted names: this runs after every simulator step.
+        // Numbers, not formatted names, and names, not paths: this runs after every simulator step (ADR-0136).
         let (mut tables_on_disk, mut logs_on_disk) = (Vec::new(), Vec::new());
-        for path in &files {
-            let Some(name) = path.file_name().and_then(|name| name.to_str()) else { continue };
+        let mut classify = |name: &std::ffi::OsStr| {
+            let Some(name) = name.to_str() else { return };
             if let Some(number) = parse_number(name, "table-", ".sst") {
                 tables_on_disk.push(number);
             } else if let Some(number) = parse_number(name, "wal-", ".log") {
                 logs_on_disk.push(number);
             }
-        }
+        };
+        self.inner.env.visit_dir_names(&self.inner.dir, &mut classify).map_err(|e| format!("list_dir failed: {e}"))?;
         for live in state.version.tables() {
             if !tables_on_disk.contains(&live.meta.file_number) {
                 return Err(format!("table {} is in the manifest but missing on disk", live.meta.file_number));

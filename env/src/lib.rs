@@ -47,6 +47,7 @@ pub mod sync;
 mod task;
 pub mod thread;
 
+use std::ffi::OsStr;
 use std::fmt::Debug;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -237,6 +238,19 @@ pub trait Env: Clone + Send + Sync + Debug + 'static {
 
     /// The entries of a directory, as full paths, sorted.
     fn list_dir(&self, path: &Path) -> Result<Vec<PathBuf>>;
+
+    /// The names (last components) of a directory's entries, in [`Env::list_dir`]'s order, passed to `visit` one
+    /// at a time: `list_dir` without a path built and parsed per entry, for a caller that lists a directory often
+    /// (the engine's invariant check after every simulator step, ADR-0136). An entry without a name is skipped.
+    /// `visit` must not call the env (the simulated one holds its lock while it visits).
+    fn visit_dir_names(&self, path: &Path, visit: &mut dyn FnMut(&OsStr)) -> Result<()> {
+        for entry in self.list_dir(path)? {
+            if let Some(name) = entry.file_name() {
+                visit(name);
+            }
+        }
+        Ok(())
+    }
 
     /// True when a file or directory exists at `path`.
     fn exists(&self, path: &Path) -> Result<bool>;

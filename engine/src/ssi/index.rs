@@ -48,6 +48,56 @@ impl Index {
         index
     }
 
+    /// Whether this index equals [`Index::build`] of the same records, without building one (ADR-0136): every
+    /// entry the records imply is here, and each part holds exactly as many entries as they imply, so it holds
+    /// nothing else. The implied entries are distinct (ids are unique, a record's writes a set, a pivot's spans
+    /// deduplicated here), so presence plus equal counts is set equality, part by part.
+    pub(super) fn matches<'a>(
+        &self,
+        txns: impl IntoIterator<Item = (&'a TxnId, &'a TxnRecord)>,
+        straddles: impl Fn(TxnId, &TxnRecord) -> Vec<Straddle>,
+    ) -> bool {
+        let (mut active, mut read_only, mut ended, mut writes, mut spans) = (0, 0, 0, 0, 0);
+        for (&id, record) in txns {
+            let present = match record.end() {
+                None => {
+                    active += 1;
+                    read_only += usize::from(record.read_only);
+                    self.active.contains(&(record.snapshot, id))
+                        && (!record.read_only || self.active_read_only.contains(&(record.snapshot, id)))
+                }
+                Some(end) => {
+                    ended += 1;
+                    self.ended.contains(&(end, id))
+                }
+            };
+            if !present {
+                return false;
+            }
+            let Some(commit) = record.commit() else { continue };
+            writes += record.writes.len();
+            if !record.writes.iter().all(|key| self.writes.get(key).is_some_and(|ids| ids.contains(&(commit, id)))) {
+                return false;
+            }
+            let mut keys: Vec<SpanKey> =
+                straddles(id, record).iter().map(|s| (s.pivot_commit, id, s.out_first, s.out_commit)).collect();
+            keys.sort_unstable();
+            keys.dedup();
+            spans += keys.len();
+            if !keys.iter().all(|key| key.0 == commit && self.spans.contains(key)) {
+                return false;
+            }
+        }
+        let indexed_writes: usize = self.writes.values().map(BTreeSet::len).sum();
+        let no_empty_writers = self.writes.values().all(|ids| !ids.is_empty());
+        self.sizes_of_parts() == (active, read_only, ended, spans) && indexed_writes == writes && no_empty_writers
+    }
+
+    /// `(active, active read-only, ended, spans)` entry counts, for [`Index::matches`].
+    fn sizes_of_parts(&self) -> (usize, usize, usize, usize) {
+        (self.active.len(), self.active_read_only.len(), self.ended.len(), self.spans.len())
+    }
+
     /// Index `record` under its current status (not its spans: see [`Index::set_spans`]).
     pub(super) fn add(&mut self, id: TxnId, record: &TxnRecord) {
         match record.end() {
@@ -183,5 +233,70 @@ impl Index {
             snapshot = start_min - 1;
         }
         unreachable!("each step folds in a span: at most one step per span")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::super::{Status, Straddle, TxnId, TxnRecord};
+    use super::Index;
+
+    /// Records of every kind the index holds: active (one read-only), finished, and committed with writes, one
+    /// of them a pivot with a straddle.
+    fn records() -> BTreeMap<TxnId, TxnRecord> {
+        let mut txns = BTreeMap::new();
+        txns.insert(1, TxnRecord::new(10, false));
+        txns.insert(2, TxnRecord::new(11, true));
+        let mut finished = TxnRecord::new(9, true);
+        finished.status = Status::Finished(12);
+        txns.insert(3, finished);
+        for (id, commit, keys) in [(4, 14, &[&b"a"[..], b"b"][..]), (5, 16, &[&b"b"[..]][..])] {
+            let mut committed = TxnRecord::new(8, false);
+            committed.status = Status::Committed(commit);
+            committed.writes = keys.iter().map(|key| key.to_vec()).collect();
+            txns.insert(id, committed);
+        }
+        txns
+    }
+
+    /// Record 5 straddles record 4's commit (two equal spans, deduplicated as the index's set does).
+    fn straddles(id: TxnId, record: &TxnRecord) -> Vec<Straddle> {
+        let span = Straddle { out_first: 13, out_commit: 14, pivot_commit: record.commit().unwrap_or(0) };
+        if id == 5 { vec![span, span] } else { Vec::new() }
+    }
+
+    /// One planted change to an index.
+    type Drift = fn(&mut Index);
+
+    /// `matches` agrees with equality to a rebuild: true for the rebuild itself, false after any one entry of any
+    /// part goes missing or is added (ADR-0136).
+    #[test]
+    fn matches_is_equality_with_a_rebuild_under_every_planted_drift() {
+        let txns = records();
+        let built = Index::build(&txns, straddles);
+        assert!(built.matches(&txns, straddles));
+        assert_eq!(built.sizes(), (2, 1, 3, 2, 1), "every part holds something to drift");
+        let drifts: [(&str, Drift); 12] = [
+            ("active missing", |index| assert!(index.active.remove(&(10, 1)))),
+            ("active extra", |index| assert!(index.active.insert((7, 99)))),
+            ("read-only missing", |index| assert!(index.active_read_only.remove(&(11, 2)))),
+            ("read-only extra", |index| assert!(index.active_read_only.insert((10, 1)))),
+            ("ended missing", |index| assert!(index.ended.remove(&(12, 3)))),
+            ("ended extra", |index| assert!(index.ended.insert((20, 99)))),
+            ("writer missing", |index| assert!(index.writes.get_mut(&b"a"[..]).unwrap().remove(&(14, 4)))),
+            ("writer extra", |index| assert!(index.writes.get_mut(&b"a"[..]).unwrap().insert((16, 5)))),
+            ("written key extra", |index| assert!(index.writes.insert(b"z".to_vec(), [(14, 4)].into()).is_none())),
+            ("empty writer set", |index| assert!(index.writes.insert(b"y".to_vec(), Default::default()).is_none())),
+            ("span missing", |index| assert!(index.spans.remove(&(16, 5, 13, 14)))),
+            ("span extra", |index| assert!(index.spans.insert((14, 4, 1, 2)))),
+        ];
+        for (name, drift) in drifts {
+            let mut drifted = built.clone();
+            drift(&mut drifted);
+            assert_ne!(drifted, built, "{name}: planted");
+            assert!(!drifted.matches(&txns, straddles), "{name}: caught");
+        }
     }
 }

@@ -92,25 +92,37 @@ impl BlockBuilder {
         assert!(self.buffer.len() <= BLOCK_SIZE_BYTES_MAX, "data block grew past BLOCK_SIZE_BYTES_MAX");
     }
 
-    /// Seal the block and reset the builder. The block must not be empty.
+    /// Seal the block and reset the builder. The block must not be empty. (Tests: a table appends its blocks with
+    /// [`BlockBuilder::finish_into`].)
+    #[cfg(test)]
     pub fn finish(&mut self) -> Vec<u8> {
+        let mut block = Vec::new();
+        self.finish_into(&mut block);
+        block
+    }
+
+    /// As [`BlockBuilder::finish`], appending the sealed block to `output` (a table's bytes): no block-sized
+    /// vector per block, and the builder keeps its buffers for the next block (ADR-0136).
+    pub fn finish_into(&mut self, output: &mut Vec<u8>) {
         assert!(!self.is_empty(), "finishing an empty block");
-        let mut block = std::mem::take(&mut self.buffer);
+        let start = output.len();
+        output.extend_from_slice(&self.buffer);
         for offset in &self.restart_offsets {
-            block.extend_from_slice(&offset.to_le_bytes());
+            output.extend_from_slice(&offset.to_le_bytes());
         }
-        block.extend_from_slice(&size_u32(self.restart_offsets.len()).to_le_bytes());
-        block.extend_from_slice(&self.entry_count.to_le_bytes());
+        output.extend_from_slice(&size_u32(self.restart_offsets.len()).to_le_bytes());
+        output.extend_from_slice(&self.entry_count.to_le_bytes());
         // The structure is checked before sealing: the checksum `seal` appends is over exactly these bytes, so
         // checking it again here would compute the same CRC twice over the same bytes (ADR-0140).
         debug_assert_eq!(
-            validate_contents(&block).map(|layout| layout.entry_count),
+            validate_contents(&output[start..]).map(|layout| layout.entry_count),
             Ok(self.entry_count as usize),
             "a freshly built block must decode"
         );
-        seal(BlockTag::Data, &mut block, 0);
-        *self = Self::new(self.restart_interval);
-        block
+        seal(BlockTag::Data, output, start);
+        self.buffer.clear();
+        self.restart_offsets.clear();
+        (self.entries_since_restart, self.entry_count, self.last_key) = (0, 0, None);
     }
 }
 
@@ -533,6 +545,25 @@ mod tests {
     }
 
     proptest! {
+        /// One builder reused through `finish_into` appends, after whatever `output` held, the very bytes a fresh
+        /// builder's `finish` returns for each block (ADR-0136).
+        #[test]
+        fn a_reused_builder_appends_the_bytes_a_fresh_one_returns(
+            first in sorted_entries(), second in sorted_entries(), restart_interval in 1usize..6,
+        ) {
+            let mut builder = BlockBuilder::new(restart_interval);
+            let mut output = b"prefix".to_vec();
+            for entries in [&first, &second] {
+                for entry in entries {
+                    builder.add(entry);
+                }
+                builder.finish_into(&mut output);
+                prop_assert!(builder.is_empty());
+            }
+            let expected = [&b"prefix"[..], &build(&first, restart_interval), &build(&second, restart_interval)].concat();
+            prop_assert_eq!(output, expected);
+        }
+
         #[test]
         fn block_roundtrips_and_seeks(entries in sorted_entries(), restart_interval in 1usize..6) {
             let block = Arc::new(decode_block(&build(&entries, restart_interval)).unwrap());

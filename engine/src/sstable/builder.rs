@@ -103,17 +103,17 @@ impl TableBuilder {
 
     fn flush_block(&mut self) {
         assert!(!self.block.is_empty(), "flushing an empty block");
-        let bytes = self.block.finish();
+        let offset = self.output.len();
+        self.block.finish_into(&mut self.output);
         let first_key = self.block_first_key.take().expect("a non-empty block has a first key");
         let last_key = self.last_key.clone().expect("a non-empty block has a last key");
         self.index.push(IndexEntry {
-            offset: self.output.len() as u64,
-            size_bytes: u32::try_from(bytes.len()).expect("blocks are below BLOCK_SIZE_BYTES_MAX"),
+            offset: offset as u64,
+            size_bytes: u32::try_from(self.output.len() - offset).expect("blocks are below BLOCK_SIZE_BYTES_MAX"),
             entry_count: std::mem::take(&mut self.block_entry_count),
             first_key,
             last_key,
         });
-        self.output.extend_from_slice(&bytes);
         assert!(self.block.is_empty() && self.block_entry_count == 0, "block state reset after a flush");
     }
 

@@ -12,6 +12,7 @@
 //!   of every metadata event (directory operations and size changes, in the order of their sequence numbers).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsStr;
 use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
 
@@ -246,6 +247,15 @@ impl Disk {
     pub(crate) fn list(&self, dir: &Path) -> Vec<PathBuf> {
         let Some(dir) = self.names.dir_key(dir) else { return Vec::new() };
         self.current.entries(dir).map(|id| self.names.path(id).to_path_buf()).collect()
+    }
+
+    /// Pass the name of each entry of `dir` to `visit`, in [`Self::list`]'s order (an entry without a name, as
+    /// [`Path::file_name`] sees it, is skipped). No path is built.
+    pub(crate) fn visit_names(&self, dir: &Path, visit: &mut dyn FnMut(&OsStr)) {
+        let Some(dir) = self.names.dir_key(dir) else { return };
+        for name in self.current.entries(dir).filter_map(|id| self.names.file_name(id)) {
+            visit(name);
+        }
     }
 
     /// Every entry of `namespace`, in path order (for reports and digests).

@@ -1,6 +1,7 @@
 //! `Env for SimEnv`: the clock, randomness, namespace operations, locks, task spawning and BUGGIFY of a simulated
 //! world.
 
+use std::ffi::OsStr;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -146,6 +147,17 @@ impl Env for SimEnv {
             return Err(Error::NotFound { op: Op::ListDir, path: path.into() });
         }
         Ok(world.disk.list(path))
+    }
+
+    /// As `list_dir` (the same lock, I/O accounting and errors), names only. `visit` runs under the world's lock.
+    fn visit_dir_names(&self, path: &Path, visit: &mut dyn FnMut(&OsStr)) -> Result<()> {
+        let mut world = self.lock_call("list_dir");
+        world.begin_io(Op::ListDir, path, None)?;
+        if !world.current_dir_exists(path) {
+            return Err(Error::NotFound { op: Op::ListDir, path: path.into() });
+        }
+        world.disk.visit_names(path, visit);
+        Ok(())
     }
 
     fn exists(&self, path: &Path) -> Result<bool> {

@@ -8,6 +8,7 @@
 //! as `Path` does, and whole-disk reports sort the interned paths.
 
 use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
 use std::path::{Component, Path, PathBuf};
 
 use crate::random::PathMap;
@@ -34,6 +35,8 @@ pub(crate) fn parent_of(path: &Path) -> PathBuf {
 #[derive(Clone, Debug)]
 struct Interned {
     path: PathBuf,
+    /// The last component when it is a name (`Path::file_name`), kept so listing a directory parses no path.
+    name: Option<OsString>,
     parent: DirKey,
     order: Box<[u8]>,
 }
@@ -85,7 +88,8 @@ impl PathTable {
             _ => None,
         };
         let id = self.entries.len();
-        self.entries.push(Interned { path: path.to_path_buf(), parent, order: sibling_order(path) });
+        let name = path.file_name().map(OsStr::to_os_string);
+        self.entries.push(Interned { path: path.to_path_buf(), name, parent, order: sibling_order(path) });
         self.ids.insert(path.to_path_buf(), id);
         debug_assert_eq!(self.ids.len(), self.entries.len());
         id
@@ -94,6 +98,11 @@ impl PathTable {
     /// The path of `id`.
     pub(crate) fn path(&self, id: PathId) -> &Path {
         &self.entries[id].path
+    }
+
+    /// The last component of `id`'s path when it is a name (as [`Path::file_name`] of [`Self::path`]).
+    pub(crate) fn file_name(&self, id: PathId) -> Option<&OsStr> {
+        self.entries[id].name.as_deref()
     }
 
     /// The directory `id` is in.

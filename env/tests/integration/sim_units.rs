@@ -313,6 +313,30 @@ fn list_dir_returns_sorted_full_paths_of_direct_entries() {
     assert!(env.list_dir(&path("missing")).is_err_and(|error| error.is_not_found()));
 }
 
+/// Names only (ADR-0136): exactly the last components of `list_dir`'s paths, in its order, for the root, a
+/// directory and a nested one; a missing directory is the same not-found error.
+#[test]
+fn visit_dir_names_passes_list_dirs_names_in_its_order() {
+    let env = SimEnv::new(5);
+    setup(&env);
+    env.create_dir_all(&path("sub/deeper")).expect("mkdir");
+    for name in ["zeta", "alpha", "mid", "Beta", "alpha2", "sub/inner"] {
+        env.open(&path(name), OpenOptions::create_new()).expect("create");
+    }
+    for dir in [Path::new(""), Path::new(DIR), &path("sub"), &path("sub/deeper")] {
+        let mut names = Vec::new();
+        env.visit_dir_names(dir, &mut |name| names.push(name.to_os_string())).expect("visit");
+        let listed: Vec<_> =
+            env.list_dir(dir).expect("list").iter().map(|p| p.file_name().unwrap().to_os_string()).collect();
+        assert_eq!(names, listed, "{dir:?}");
+    }
+    let mut names = Vec::new();
+    env.visit_dir_names(Path::new(DIR), &mut |name| names.push(name.to_str().unwrap().to_owned())).expect("visit");
+    assert_eq!(names, ["Beta", "alpha", "alpha2", "mid", "sub", "zeta"]);
+    let missing = env.visit_dir_names(&path("missing"), &mut |_| panic!("nothing to visit"));
+    assert!(missing.is_err_and(|error| error.is_not_found()));
+}
+
 #[test]
 fn locks_conflict_and_are_released_on_drop_and_by_a_crash() {
     let env = SimEnv::new(9);
