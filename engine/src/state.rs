@@ -423,6 +423,17 @@ impl<E: Env> Inner<E> {
         &self.read_cache
     }
 
+    /// The writer lock if it is free, and the watermark's lock: for tests that stop a completion on the latter.
+    #[cfg(test)]
+    pub(crate) fn try_state(&self) -> Option<std::sync::MutexGuard<'_, State<E>>> {
+        self.state.try_lock().ok()
+    }
+
+    #[cfg(test)]
+    pub(crate) fn watermark_lock(&self) -> env::sync::MutexGuard<'_, Marks> {
+        self.watermark.lock()
+    }
+
     /// Record a failure that leaves the disk state unknown; later writes fail with `Error::Closed`.
     pub(crate) fn poison(&self, error: &Error) {
         let mut poisoned = self.poisoned.lock().expect("poison slot poisoned by a panic");
