@@ -10,7 +10,8 @@
 //! 2. **capture** — the batch's first step: once no earlier batch is still syncing, it captures the log's end
 //!    under the writer lock and closes (later commits open the next batch).
 //! 3. **sync and acknowledge** — its second step: one sync outside every lock, then every commit now durable is
-//!    applied to the memtable in sequence order and becomes visible; the task ends. A committer waits
+//!    applied to the memtable in sequence order under the writer lock, and becomes visible through the
+//!    watermark after it (ADR-0146; under it when the batch rotates); the task ends. A committer waits
 //!    (`Env::wait`) on its own batch's task only: the task handle is the batch's condition variable.
 
 use std::mem;
@@ -223,6 +224,14 @@ fn insert_writes(memtable: &Memtable, batch: &Batch) {
 /// commit (after the segment was sealed and synced). The new last sequence is published to readers before the
 /// registry learns it ([`Inner::complete`]), so no snapshot the registry hands out is ahead of the read view.
 pub(crate) fn acknowledge<E: Env>(inner: &Inner<E>, state: &mut State<E>, all: bool) {
+    complete_nonempty(inner, apply_durable(inner, state, all));
+}
+
+/// Step 3a, under the writer lock: every durable pending commit's writes into the memtable, in sequence order,
+/// and the writer's sources published to readers (ADR-0132's first step). The commits it returns become visible
+/// only once [`Inner::complete`] is called with them: under the writer lock ([`acknowledge`]), or after it
+/// (a batch that does not rotate, ADR-0146; the watermark orders completions that race).
+fn apply_durable<E: Env>(inner: &Inner<E>, state: &mut State<E>, all: bool) -> Vec<Completed> {
     let mut acknowledged: Vec<Completed> = Vec::new();
     while let Some(front) = state.pending_commits.front() {
         let durable = all || front.wal_number < state.wal.number() || front.end_offset <= state.wal.synced_offset();
@@ -236,11 +245,10 @@ pub(crate) fn acknowledge<E: Env>(inner: &Inner<E>, state: &mut State<E>, all: b
         state.last_sequence = last;
         acknowledged.push(Completed { first, last, snapshot: commit.snapshot });
     }
-    if acknowledged.is_empty() {
-        return;
+    if !acknowledged.is_empty() {
+        inner.publish(state);
     }
-    inner.publish(state);
-    inner.complete(acknowledged);
+    acknowledged
 }
 
 /// Acknowledge every pending commit and wait until every unsynced one still inserting after the writer lock
@@ -261,13 +269,6 @@ fn rotation_due<E: Env>(inner: &Inner<E>, memtable: &Memtable) -> bool {
         env::probe!(inner.env, "memtable.rotated_early");
     }
     full || early
-}
-
-pub(crate) fn maybe_rotate<E: Env>(inner: &Arc<Inner<E>>, state: &mut State<E>) -> Result<()> {
-    if rotation_due(inner, &state.memtable) {
-        rotate(inner, state)?;
-    }
-    Ok(())
 }
 
 /// Seal the current log segment, start a new one, and queue the memtable for flushing. Under the writer lock (its
@@ -323,7 +324,8 @@ pub(crate) fn wait_for_commit<E: Env>(inner: &Inner<E>, ticket: &CommitTicket) -
             inner.check_writable()?;
             let index = state.pending_commits.partition_point(|c| c.batch.last_sequence() < ticket.last_sequence);
             let Some(commit) = state.pending_commits.get(index) else {
-                // Not pending: an unsynced commit still inserting after the writer lock (ADR-0133).
+                // Not pending: an unsynced commit still inserting after the writer lock (ADR-0133), or a synced
+                // one its batch acknowledged and is completing after the writer lock (ADR-0146).
                 drop(state);
                 return inner.wait_visible(ticket.last_sequence);
             };
@@ -448,14 +450,30 @@ fn sync_and_acknowledge<E: Env>(inner: &Arc<Inner<E>>, me: u64, file: &E::File, 
     if state.wal.number() == number {
         state.wal.mark_synced(end);
     }
-    let pending_before = state.pending_commits.len();
-    acknowledge(inner, &mut state, false);
-    state.batches.last_size = pending_before - state.pending_commits.len();
+    let acknowledged = apply_durable(inner, &mut state, false);
+    state.batches.last_size = acknowledged.len();
     if state.batches.last_size > 1 {
         // One sync made several commits durable: a group commit batch.
         env::probe!(inner.env, "txn.group_commit_batch");
     }
-    maybe_rotate(inner, &mut state)
+    if rotation_due(inner, &state.memtable) {
+        // The rotation waits for every appended sequence to be visible: these commits complete first, under
+        // the lock (once per memtable).
+        complete_nonempty(inner, acknowledged);
+        return rotate(inner, &mut state);
+    }
+    // ADR-0146: the batch's commits become visible after the writer lock, through the watermark (which orders
+    // them behind any earlier batch's still completing), before the task ends and wakes their committers.
+    drop(state);
+    complete_nonempty(inner, acknowledged);
+    Ok(())
+}
+
+/// [`Inner::complete`], skipped when nothing was acknowledged.
+fn complete_nonempty<E: Env>(inner: &Inner<E>, acknowledged: Vec<Completed>) {
+    if !acknowledged.is_empty() {
+        inner.complete(acknowledged);
+    }
 }
 
 #[cfg(test)]
@@ -506,5 +524,43 @@ mod tests {
             assert!(matches!(db.put(b"d", b"v"), Err(Error::Closed { .. })), "{mode:?}");
             db.close().unwrap();
         }
+    }
+
+    /// How many 1 ms polls the test below waits for the batch to free the writer lock.
+    const POLLS_MAX: u32 = 20_000;
+
+    /// ADR-0146: a synced batch's commits complete on the watermark after the writer lock. With the watermark's
+    /// lock held here, the batch still acknowledges (its commit leaves the pending queue, the writer's last
+    /// sequence moves) and frees the writer lock, while the commit is not yet registered visible; once the
+    /// watermark is let go, it is. Under ADR-0133's order the batch held the writer lock while it waited here.
+    #[test]
+    fn a_synced_batch_completes_after_the_writer_lock() {
+        let env = env::RealEnv::new();
+        let dir = env.temp_dir("sync-complete-after-writer").unwrap();
+        let db = Db::open(env.clone(), dir.path(), Options::default().with_sync_mode(SyncMode::Sync)).unwrap();
+        db.put(b"before", b"v").unwrap();
+        let marks = db.inner.watermark_lock();
+        let committer = db.clone();
+        let handle = env.spawn(
+            "committer",
+            Box::new(move || {
+                committer.put(b"k", b"v").unwrap();
+                TaskStep::Done
+            }),
+        );
+        let mut seen = None;
+        for _ in 0..POLLS_MAX {
+            let acknowledged = db.inner.try_state().map(|state| (state.pending_commits.len(), state.last_sequence));
+            if acknowledged == Some((0, 2)) {
+                seen = Some(db.inner.registered_visible());
+                break;
+            }
+            env.sleep(std::time::Duration::from_millis(1));
+        }
+        drop(marks);
+        env.wait(&handle).unwrap();
+        assert_eq!(seen, Some(1), "the writer lock was never free with the commit acknowledged and not yet visible");
+        assert_eq!((db.inner.registered_visible(), db.get(b"k").unwrap()), (2, Some(b"v".to_vec())));
+        db.close().unwrap();
     }
 }

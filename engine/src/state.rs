@@ -3,8 +3,9 @@
 //! bytes' leaf, `crate::wal_writer::LogTail`, ADR-0134: never held while taking any lock listed here] →
 //! **watermark** (the visibility watermark, ADR-0133) →
 //! **registry** (`Inner::registry`) → **view** (the published read side) → **poisoned** (a leaf). An unsynced
-//! committer inserts into the memtable and publishes through the watermark after the writer lock; a rotation
-//! waits, under the writer lock, for those inserts (they take no writer lock). Only the writer and log locks are
+//! committer inserts into the memtable and publishes through the watermark after the writer lock, and so does a
+//! synced batch that does not rotate, after inserting under it (ADR-0146); a rotation waits, under the writer
+//! lock, for those completions (they take no writer lock). Only the writer and log locks are
 //! ever held across IO (the writer: a rotation's syncs, a manifest install, the log writes a sync makes first; the
 //! log lock: one group's log write, ADR-0134); readers take only the registry and view locks,
 //! which no IO runs under, so a reader never waits for a disk. A point read takes no shared lock at all while the
@@ -421,6 +422,17 @@ impl<E: Env> Inner<E> {
     #[cfg(test)]
     pub(crate) fn read_cache(&self) -> &ReadCache<E::File> {
         &self.read_cache
+    }
+
+    /// The writer lock if it is free, and the watermark's lock: for tests that stop a completion on the latter.
+    #[cfg(test)]
+    pub(crate) fn try_state(&self) -> Option<std::sync::MutexGuard<'_, State<E>>> {
+        self.state.try_lock().ok()
+    }
+
+    #[cfg(test)]
+    pub(crate) fn watermark_lock(&self) -> env::sync::MutexGuard<'_, Marks> {
+        self.watermark.lock()
     }
 
     /// Record a failure that leaves the disk state unknown; later writes fail with `Error::Closed`.
