@@ -343,10 +343,10 @@ fn classify_damage(bytes: &[u8], damage: usize, error: DecodeError) -> WalEnd {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn batch(first: u64, keys: &[&str]) -> Batch {
+    pub(crate) fn batch(first: u64, keys: &[&str]) -> Batch {
         Batch {
             first_sequence: first,
             writes: keys

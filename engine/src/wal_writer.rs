@@ -248,21 +248,10 @@ mod tests {
     use env::Env as _;
 
     use super::*;
-    use crate::types::ValueKind;
+    use crate::wal::tests::batch;
     use crate::wal::{
-        Batch, BatchWrite, Record, WAL_SECTOR_BYTES, WAL_SECTOR_CHOICES, WalEnd, decode_segment, encode_batch,
-        record_padding, sector_ceil,
+        Record, WAL_SECTOR_BYTES, WAL_SECTOR_CHOICES, WalEnd, decode_segment, encode_batch, record_padding, sector_ceil,
     };
-
-    fn batch(first: u64, keys: &[&str]) -> Batch {
-        Batch {
-            first_sequence: first,
-            writes: keys
-                .iter()
-                .map(|k| BatchWrite { kind: ValueKind::Put, key: k.as_bytes().to_vec(), value: b"v".to_vec() })
-                .collect(),
-        }
-    }
 
     fn sim_writer(env: &env::SimEnv) -> WalWriter<env::SimEnv> {
         let file = env.open(std::path::Path::new("/wal-000001.log"), env::OpenOptions::create_new()).expect("open");
