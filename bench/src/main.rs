@@ -150,7 +150,8 @@ pub struct Meta {
     pub loadavg_end: String,
     pub fdatasync_p50_us: f64,
     pub wall_seconds: f64,
-    /// The holdfast source measured: HEAD and whether engine/ or env/ had uncommitted changes.
+    /// The holdfast source the binary was built from (`build.rs`): HEAD then, and whether engine/ or env/ had
+    /// uncommitted changes.
     pub holdfast_source: String,
     pub engines: Vec<EngineMeta>,
     /// Set when the 1-minute load average was above the core count at the start or the end of the run: other
@@ -426,19 +427,10 @@ fn fdatasync_probe(dir: &Path) -> f64 {
     v[v.len() / 2]
 }
 
+/// The holdfast source this binary was built from (`build.rs`: HEAD's short hash at build time, and whether
+/// engine/ or env/ had uncommitted changes); empty when it was built outside a git checkout.
 fn holdfast_source() -> String {
-    let git = |a: &[&str]| {
-        std::process::Command::new("git")
-            .args(["-C", &bench_dir().join("..").to_string_lossy()])
-            .args(a)
-            .output()
-            .ok()
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-            .unwrap_or_default()
-    };
-    let head = git(&["rev-parse", "--short", "HEAD"]);
-    let dirty = git(&["status", "--porcelain", "--", "engine", "env"]);
-    if dirty.is_empty() { head } else { format!("{head} + uncommitted changes in engine/ or env/") }
+    env!("HOLDFAST_SOURCE").to_string()
 }
 
 fn median_run(runs: Vec<RunOut>) -> (RunOut, Vec<f64>) {
