@@ -424,12 +424,13 @@ impl<E: Env> Inner<E> {
         &self.read_cache
     }
 
-    /// The writer lock if it is free, and the watermark's lock: for tests that stop a completion on the latter.
+    /// The writer lock if it is free (a test polls it while a completion is held up on the watermark).
     #[cfg(test)]
     pub(crate) fn try_state(&self) -> Option<std::sync::MutexGuard<'_, State<E>>> {
         self.state.try_lock().ok()
     }
 
+    /// The watermark's lock, for a test that holds a completion up on it.
     #[cfg(test)]
     pub(crate) fn watermark_lock(&self) -> env::sync::MutexGuard<'_, Marks> {
         self.watermark.lock()
