@@ -68,7 +68,9 @@ const STORAGE: &[Source] = &[
     source!("engine/src/commit.rs"),
     source!("engine/src/jobs.rs"),
     source!("env/src/sim/disk.rs"),
-    source!("specs/src/storage.rs"),
+    source!("specs/src/storage/mod.rs"),
+    source!("specs/src/storage/disk.rs"),
+    source!("specs/src/storage/recover.rs"),
     source!("specs/src/check.rs"),
 ];
 
