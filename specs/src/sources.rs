@@ -36,7 +36,9 @@ const MVCC: &[Source] = &[
     source!("engine/src/ssi/index.rs"),
     source!("engine/src/ssi/rules.rs"),
     source!("engine/src/db.rs"),
-    source!("specs/src/db.rs"),
+    source!("specs/src/db/mod.rs"),
+    source!("specs/src/db/types.rs"),
+    source!("specs/src/db/serial.rs"),
     source!("specs/src/mvcc.rs"),
     source!("specs/src/check.rs"),
 ];
@@ -51,7 +53,9 @@ const SSI: &[Source] = &[
     source!("engine/src/commit.rs"),
     source!("engine/src/state.rs"),
     source!("engine/src/watermark.rs"),
-    source!("specs/src/db.rs"),
+    source!("specs/src/db/mod.rs"),
+    source!("specs/src/db/types.rs"),
+    source!("specs/src/db/serial.rs"),
     source!("specs/src/ssi.rs"),
     source!("specs/src/check.rs"),
 ];
