@@ -51,6 +51,11 @@ impl BlockBuilder {
         }
     }
 
+    /// Room for `additional_bytes` more entry bytes without growing the buffer (kept across blocks).
+    pub(super) fn reserve(&mut self, additional_bytes: usize) {
+        self.buffer.reserve(additional_bytes);
+    }
+
     /// True until the first entry is added (and again after `finish`).
     pub fn is_empty(&self) -> bool {
         self.entry_count == 0
@@ -102,8 +107,10 @@ impl BlockBuilder {
     }
 
     /// As [`BlockBuilder::finish`], appending the sealed block to `output` (a table's bytes): no block-sized
-    /// vector per block, and the builder keeps its buffers for the next block (ADR-0136).
-    pub fn finish_into(&mut self, output: &mut Vec<u8>) {
+    /// vector per block, and the builder keeps its buffers for the next block (ADR-0136). Returns the block's
+    /// checksum when this build walked the contents before sealing them ([`BUILT_BLOCKS_WALKED`]): the walk a read
+    /// makes ([`decode_block`]) found them whole, holding the entries added, first to last (ADR-0149).
+    pub fn finish_into(&mut self, output: &mut Vec<u8>) -> Option<u32> {
         assert!(!self.is_empty(), "finishing an empty block");
         let start = output.len();
         output.extend_from_slice(&self.buffer);
@@ -114,17 +121,36 @@ impl BlockBuilder {
         output.extend_from_slice(&self.entry_count.to_le_bytes());
         // The structure is checked before sealing: the checksum `seal` appends is over exactly these bytes, so
         // checking it again here would compute the same CRC twice over the same bytes (ADR-0140).
-        debug_assert_eq!(
-            validate_contents(&output[start..]).map(|layout| layout.entry_count),
-            Ok(self.entry_count as usize),
-            "a freshly built block must decode"
-        );
-        seal(BlockTag::Data, output, start);
+        if BUILT_BLOCKS_WALKED {
+            self.check_built(&output[start..]);
+        }
+        let crc = seal(BlockTag::Data, output, start);
         self.buffer.clear();
         self.restart_offsets.clear();
         (self.entries_since_restart, self.entry_count, self.last_key) = (0, 0, None);
+        BUILT_BLOCKS_WALKED.then_some(crc)
+    }
+
+    /// The self-check of a built block's contents: [`validate_contents`] accepts them, with the entry count and
+    /// the first and last keys of the entries added (the first read in place: a restart entry shares no prefix).
+    fn check_built(&self, contents: &[u8]) {
+        let layout = validate_contents(contents).expect("a freshly built block must decode");
+        let first = parse_entry_parts(&self.buffer, 0, 0).expect("the first entry parses");
+        let first_key = (&self.buffer[first.delta_start..first.delta_end], first.sequence);
+        assert_eq!(layout.entry_count, self.entry_count as usize, "a built block holds the entries added");
+        assert_eq!(Some(&layout.last_key), self.last_key.as_ref(), "a built block ends with the last key added");
+        assert_eq!(
+            (layout.first_key.user_key.as_slice(), layout.first_key.sequence),
+            first_key,
+            "a built block starts with the first key added"
+        );
     }
 }
+
+/// Builds with debug assertions (every build the project runs: ADR-0001) walk each block they build before
+/// sealing it ([`BlockBuilder::finish_into`]), so a table they write can skip that walk on its first read
+/// (ADR-0149).
+pub const BUILT_BLOCKS_WALKED: bool = cfg!(debug_assertions);
 
 fn size_u32(size_bytes: usize) -> u32 {
     u32::try_from(size_bytes).expect("sizes inside a block fit u32 (BLOCK_SIZE_BYTES_MAX)")

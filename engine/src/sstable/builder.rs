@@ -18,6 +18,8 @@ pub struct TableBuilder {
     block_first_key: Option<InternalKey>,
     block_entry_count: u32,
     index: Vec<IndexEntry>,
+    /// Per data block, its checksum when the build walked it before sealing ([`BlockBuilder::finish_into`]).
+    walked_crcs: Vec<Option<u32>>,
     key_hashes: Vec<u64>,
     last_key: Option<InternalKey>,
     entry_count: u64,
@@ -30,13 +32,17 @@ impl TableBuilder {
     /// A builder with `options` (panics on options out of range: see [`TableOptions`]).
     pub fn new(options: TableOptions) -> Self {
         options.assert_valid();
+        let mut block = BlockBuilder::new(options.restart_interval);
+        // A block closes once it reaches the block size, after an entry that may cross it: room for twice that.
+        block.reserve(options.block_size_bytes.saturating_mul(2));
         Self {
-            block: BlockBuilder::new(options.restart_interval),
+            block,
             options,
             output: Vec::new(),
             block_first_key: None,
             block_entry_count: 0,
             index: Vec::new(),
+            walked_crcs: Vec::new(),
             key_hashes: Vec::new(),
             last_key: None,
             entry_count: 0,
@@ -85,6 +91,12 @@ impl TableBuilder {
         }
     }
 
+    /// Room for a table of about `entries_size_bytes` of keys and values without growing the output buffer
+    /// (a caller that knows its entries: no copy of the file's bytes as the buffer doubles).
+    pub(crate) fn reserve_for_entries(&mut self, entries_size_bytes: usize) {
+        self.output.reserve(entries_size_bytes);
+    }
+
     /// How many entries were added.
     pub fn entry_count(&self) -> u64 {
         self.entry_count
@@ -104,7 +116,8 @@ impl TableBuilder {
     fn flush_block(&mut self) {
         assert!(!self.block.is_empty(), "flushing an empty block");
         let offset = self.output.len();
-        self.block.finish_into(&mut self.output);
+        let walked_crc = self.block.finish_into(&mut self.output);
+        self.walked_crcs.push(walked_crc);
         let first_key = self.block_first_key.take().expect("a non-empty block has a first key");
         let last_key = self.last_key.clone().expect("a non-empty block has a last key");
         self.index.push(IndexEntry {
@@ -119,7 +132,13 @@ impl TableBuilder {
 
     /// Finish the table: the data blocks, then the index, bloom, learned-index and meta blocks, then the footer.
     /// Returns the whole file; the caller writes and syncs it. Panics if no entry was added.
-    pub fn finish(mut self) -> Vec<u8> {
+    pub fn finish(self) -> Vec<u8> {
+        self.finish_walked().0
+    }
+
+    /// [`TableBuilder::finish`], with each data block's checksum when the build walked the block before sealing
+    /// it (in index order): what [`Table::open_built`](super::Table::open_built) takes (ADR-0149).
+    pub(crate) fn finish_walked(mut self) -> (Vec<u8>, Vec<Option<u32>>) {
         assert!(self.entry_count > 0, "a table holds at least one entry");
         if !self.block.is_empty() {
             self.flush_block();
@@ -155,6 +174,7 @@ impl TableBuilder {
         };
         self.output.extend_from_slice(&footer.encode());
         assert_eq!(footer.meta.end() + FOOTER_SIZE_BYTES as u64, self.output.len() as u64, "footer ends the file");
-        self.output
+        assert_eq!(self.walked_crcs.len(), self.index.len(), "one checksum slot per data block");
+        (self.output, self.walked_crcs)
     }
 }

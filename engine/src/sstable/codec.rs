@@ -31,13 +31,14 @@ pub fn tagged_crc(tag: BlockTag, contents: &[u8]) -> u32 {
     hasher.finalize()
 }
 
-/// Append the tagged CRC of everything in `buffer` from `start` on.
-pub fn seal(tag: BlockTag, buffer: &mut Vec<u8>, start: usize) {
+/// Append the tagged CRC of everything in `buffer` from `start` on; returns it.
+pub fn seal(tag: BlockTag, buffer: &mut Vec<u8>, start: usize) -> u32 {
     assert!(start <= buffer.len(), "seal start {start} past the buffer end {}", buffer.len());
     let crc = tagged_crc(tag, &buffer[start..]);
     // No check that the result unseals: it would compute the same CRC over the same bytes again (ADR-0140);
     // `seal_detects_a_wrong_tag_and_any_flipped_byte` holds the round trip.
     buffer.extend_from_slice(&crc.to_le_bytes());
+    crc
 }
 
 /// Check the trailing tagged CRC of `bytes`; returns the contents without it. A mismatch is reported at offset 0:

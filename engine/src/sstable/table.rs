@@ -176,6 +176,34 @@ impl<F: env::File> Table<F> {
         Ok(Self { file, file_number, file_size_bytes, cache, metadata, counters, validated_crcs })
     }
 
+    /// [`Table::open`] of a table this process just built, with the checksums of the data blocks its build walked
+    /// before sealing them ([`TableBuilder::finish_walked`](super::TableBuilder)): a first read of such a block
+    /// whose stored checksum is that one and verifies is those bytes, so it is not walked again, as a block a read
+    /// validated before is not (ADR-0135). The bytes read are still checksummed, and any other bytes (a damaged or
+    /// rewritten block, another file) are walked. Seeds nothing when the file's index holds another block count.
+    pub(crate) fn open_built(
+        file: F,
+        file_number: u64,
+        cache: Arc<BlockCache>,
+        walked_crcs: &[Option<u32>],
+    ) -> Result<Self, Error> {
+        let table = Self::open(file, file_number, cache)?;
+        if walked_crcs.len() == table.validated_crcs.len() {
+            for (slot, crc) in table.validated_crcs.iter().zip(walked_crcs) {
+                if let Some(crc) = crc {
+                    slot.store(VALIDATED_FLAG | u64::from(*crc), AtomicOrdering::Relaxed);
+                }
+            }
+        }
+        Ok(table)
+    }
+
+    /// How many data blocks are known validated (a read of them is not walked).
+    #[cfg(test)]
+    pub(super) fn validated_block_count(&self) -> usize {
+        self.validated_crcs.iter().filter(|slot| slot.load(AtomicOrdering::Relaxed) & VALIDATED_FLAG != 0).count()
+    }
+
     /// The path of the table's file, as it was opened.
     pub fn path(&self) -> &std::path::Path {
         self.file.path()

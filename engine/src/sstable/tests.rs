@@ -35,13 +35,18 @@ fn small_blocks() -> TableOptions {
 
 /// Write `bytes` as a synced file on a fresh simulated disk and open it as a table.
 fn open_on_sim(env: &SimEnv, bytes: &[u8], cache: Arc<BlockCache>) -> Result<Table<env::sim::SimFile>, Error> {
+    Table::open(write_on_sim(env, bytes), FILE_NUMBER, cache)
+}
+
+/// Write `bytes` as a synced file on a fresh simulated disk; the file, open for reading.
+fn write_on_sim(env: &SimEnv, bytes: &[u8]) -> env::sim::SimFile {
     let path = Path::new(TABLE_PATH);
     env.create_dir_all(Path::new("/db")).unwrap();
     let file = env.open(path, OpenOptions::create_new()).unwrap();
     file.write_all_at(0, bytes).unwrap();
     file.sync().unwrap();
     drop(file);
-    Table::open(env.open(path, OpenOptions::read()).unwrap(), FILE_NUMBER, cache)
+    env.open(path, OpenOptions::read()).unwrap()
 }
 
 /// The model's answer: the newest version of `user_key` with sequence <= snapshot.
@@ -182,6 +187,59 @@ fn damaged_data_block_is_corruption_naming_the_file_and_the_block() {
     assert_eq!(results.len(), good + 1, "the iterator stops after the error");
     assert!(results[..good].iter().all(Result::is_ok));
     expect_corruption(results[good].clone().unwrap_err());
+}
+
+/// A table opened with its build's walked checksums (ADR-0149) knows every block validated before any read and
+/// answers every get as the model does; damage is still found and named by file and block: a flipped byte (the
+/// checksum fails) and a block whose entry count was changed and then sealed again with a valid checksum (not the
+/// walked one, so the read walks it and rejects it).
+#[test]
+fn a_built_tables_blocks_skip_the_walk_and_damage_is_still_found() {
+    let entries = many_entries(100);
+    let mut builder = TableBuilder::new(small_blocks());
+    entries.iter().for_each(|entry| builder.add(entry));
+    let (bytes, walked_crcs) = builder.finish_walked();
+    assert_eq!(bytes, build(&entries, small_blocks()), "the same file as finish");
+    let decoded = decode_table(&bytes).unwrap();
+    let block_end = |entry: &IndexEntry| (entry.offset + u64::from(entry.size_bytes)) as usize;
+    let stored: Vec<Option<u32>> = decoded
+        .index
+        .iter()
+        .map(|entry| Some(u32::from_le_bytes(bytes[block_end(entry) - 4..block_end(entry)].try_into().unwrap())))
+        .collect();
+    assert_eq!(walked_crcs, stored, "each block's stored checksum, walked (test builds assert debug)");
+    let open_built = |bytes: &[u8]| {
+        let cache = Arc::new(BlockCache::new(0));
+        Table::open_built(write_on_sim(&SimEnv::new(11), bytes), FILE_NUMBER, cache, &walked_crcs).unwrap()
+    };
+    let table = open_built(&bytes);
+    assert_eq!(table.validated_block_count(), decoded.index.len(), "known before any read");
+    for entry in &entries {
+        assert_eq!(table.get(&entry.key.user_key, SEQUENCE_MAX).unwrap(), Lookup::Found(entry.value.clone()));
+    }
+    let damaged = &decoded.index[3];
+    let (start, end) = (damaged.offset as usize, block_end(damaged));
+    let mut flipped = bytes.clone();
+    flipped[start + 5] ^= 0x10;
+    let mut resealed = bytes.clone();
+    let mut contents = bytes[start..end - 4].to_vec();
+    let count_at = contents.len() - 4;
+    contents[count_at] ^= 0x01;
+    super::codec::seal(super::codec::BlockTag::Data, &mut contents, 0);
+    resealed[start..end].copy_from_slice(&contents);
+    for (bad, reason) in [(flipped, "checksum"), (resealed, "trailer says")] {
+        let table = open_built(&bad);
+        match table.get(&damaged.first_key.user_key, SEQUENCE_MAX) {
+            Err(Error::Corruption { file, offset, reason: found }) => {
+                assert_eq!(file, PathBuf::from(TABLE_PATH));
+                assert!((damaged.offset..end as u64).contains(&offset), "{offset} in block {damaged:?}");
+                assert!(found.contains(reason), "{found}");
+            }
+            other => panic!("expected corruption, got {other:?}"),
+        }
+        let good = &decoded.index[0].first_key.user_key;
+        assert!(matches!(table.get(good, SEQUENCE_MAX), Ok(Lookup::Found(_))), "other blocks still read");
+    }
 }
 
 #[test]

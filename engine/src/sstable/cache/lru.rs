@@ -94,6 +94,14 @@ pub(super) struct LruShard {
     capacity_bytes: usize,
     pub(super) hits: u64,
     pub(super) misses: u64,
+    /// Changes since the last full walk ([`Self::check`]), and the blocks cached at that walk: the next walk
+    /// comes once the changes outnumber those blocks (ADR-0150).
+    changes_unwalked: usize,
+    blocks_at_last_walk: usize,
+    /// Walk after every change (unit tests), not once the changes outnumber the blocks.
+    walk_every_change: bool,
+    /// Full walks made (tests count them).
+    full_walks: u64,
 }
 
 impl LruShard {
@@ -111,6 +119,10 @@ impl LruShard {
             capacity_bytes,
             hits: 0,
             misses: 0,
+            changes_unwalked: 0,
+            blocks_at_last_walk: 0,
+            walk_every_change: cfg!(test),
+            full_walks: 0,
         }
     }
 
@@ -264,14 +276,44 @@ impl LruShard {
         self.linked_count += 1;
     }
 
-    /// O(1) after every change; the full walk of [`Self::check_full`] under [`crate::EXPENSIVE_CHECKS`].
-    fn check(&self) {
+    /// O(1) after every change; under [`crate::EXPENSIVE_CHECKS`], the full walk of [`Self::check_full`] once the
+    /// changes since the last walk outnumber the blocks cached at it (ADR-0150). A walk then visits at most twice
+    /// as many blocks as changes were made since the one before (each change adds at most one block), so the walks
+    /// cost O(1) a change, where a walk after every change made each insert O(n). A change that breaks the lists
+    /// is found by the walk that follows it, at most `blocks at the last walk + 1` changes later; unit tests walk
+    /// after every change.
+    fn check(&mut self) {
         assert_eq!(self.linked_count, self.slots.len(), "the recency list and the map hold different counts");
         assert_eq!(self.linked_count + self.free_count, self.nodes.len(), "a slot is neither linked nor free");
         assert!(self.size_bytes <= self.capacity_bytes, "cache shard over its capacity");
         if crate::EXPENSIVE_CHECKS {
-            self.check_full();
+            self.changes_unwalked += 1;
+            if self.walk_every_change || self.changes_unwalked > self.blocks_at_last_walk {
+                self.check_full();
+                (self.changes_unwalked, self.blocks_at_last_walk) = (0, self.linked_count);
+                self.full_walks += 1;
+            }
         }
+    }
+
+    /// This shard walking as the simulator's builds do (ADR-0150), not after every change.
+    #[cfg(test)]
+    pub(super) fn walking_amortized(mut self) -> Self {
+        self.walk_every_change = false;
+        self
+    }
+
+    /// How many full walks the checks made.
+    #[cfg(test)]
+    pub(super) fn full_walks(&self) -> u64 {
+        self.full_walks
+    }
+
+    /// Break the charge of the most recently used block (it no longer sums to the shard's size): a test's damage.
+    #[cfg(test)]
+    pub(super) fn break_head_charge(&mut self) {
+        let head = self.head;
+        self.node_mut(head).charge_bytes += 1;
     }
 
     /// Both lists walked: back links match, every linked node is mapped to its slot, the charges sum to

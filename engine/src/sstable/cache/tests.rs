@@ -130,6 +130,38 @@ fn a_shard_reuses_freed_slots() {
     assert_eq!((shard.block_count(), shard.slab_len()), (3, 3), "the freed slot was taken again");
 }
 
+/// The simulator's builds walk a shard once the changes since the last walk outnumber the blocks cached at it
+/// (ADR-0150): few walks (about one per doubling while the shard grows, then one per 65 inserts at 64 blocks), and a
+/// broken list is still found, by the walk within 65 changes of the damage.
+#[test]
+fn amortized_walks_are_few_and_still_find_a_broken_list() {
+    let block = block(1);
+    let mut shard = LruShard::new(64 * 100).walking_amortized();
+    for index in 0..1000u64 {
+        shard.insert(CacheKey::new(1, index), Arc::clone(&block), 100);
+    }
+    // Walks after changes 1, 3, 7, 15, 31, 63 (each once the changes outnumber the blocks of the walk before),
+    // then, 64 blocks cached, one per 65 changes: 127, 192, ..., 972 (14).
+    assert_eq!((shard.block_count(), shard.full_walks()), (64, 6 + 14));
+    let mut walking = LruShard::new(64 * 100);
+    for index in 0..100u64 {
+        walking.insert(CacheKey::new(1, index), Arc::clone(&block), 100);
+    }
+    assert_eq!(walking.full_walks(), 100, "unit tests walk after every change");
+    shard.break_head_charge();
+    let mut changes = 0u64;
+    let found = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        for index in 1000..1200u64 {
+            changes += 1;
+            shard.insert(CacheKey::new(2, index), Arc::clone(&block), 100);
+        }
+    }));
+    let message = found.expect_err("the walk finds the broken charge");
+    let message = message.downcast_ref::<String>().map_or("", String::as_str);
+    assert!(message.contains("list out of step"), "{message}");
+    assert!((1..=65).contains(&changes), "found {changes} changes after the damage");
+}
+
 /// The reference: an exact LRU as a `Vec` of (key, charge, block id), most recently used first.
 #[derive(Debug, Default)]
 struct ModelLru {
