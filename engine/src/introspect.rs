@@ -3,7 +3,7 @@
 //! exactly.
 
 use std::ops::RangeBounds;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use env::Env;
@@ -56,19 +56,26 @@ impl<E: Env> Db<E> {
     /// Every live table, with the key range its manifest record names, and every live log segment, with the key
     /// range of every unflushed memtable together (a commit appended to one segment may be applied to the next
     /// segment's memtable when a rotation falls between its append and its acknowledgement). Files holding no
-    /// key are left out. Not on any hot path: for tests and the simulator.
+    /// key are left out. Not on any hot path: for tests and the simulator. The list
+    /// [`Db::visit_file_key_ranges`] visits, owned.
     pub fn file_key_ranges(&self) -> Vec<FileKeyRange> {
+        let mut out = Vec::new();
+        self.visit_file_key_ranges(|path, min_key, max_key| {
+            out.push(FileKeyRange { path: path.to_path_buf(), min_key: min_key.to_vec(), max_key: max_key.to_vec() });
+        });
+        out
+    }
+
+    /// Call `visit(path, min_key, max_key)` for each entry of [`Db::file_key_ranges`], in its order, with borrowed
+    /// paths and keys: a simulator compares them with the list it holds after every step and copies only an entry
+    /// that changed (ADR-0147), where building the owned list was most of that step's bookkeeping. `visit` runs
+    /// under the engine's state lock: it must not call into this database.
+    pub fn visit_file_key_ranges(&self, mut visit: impl FnMut(&Path, &[u8], &[u8])) {
         let state = self.inner.state();
-        let mut out: Vec<FileKeyRange> = state
-            .version
-            .tables()
-            .map(|live| FileKeyRange {
-                // The path the table was opened by (`Inner::table_path` of its number): copied, not formatted.
-                path: live.table.path().to_path_buf(),
-                min_key: live.meta.min_key.clone(),
-                max_key: live.meta.max_key.clone(),
-            })
-            .collect();
+        for live in state.version.tables() {
+            // The path the table was opened by (`Inner::table_path` of its number): borrowed, not formatted.
+            visit(live.table.path(), &live.meta.min_key, &live.meta.max_key);
+        }
         let memtables = std::iter::once(&state.memtable).chain(state.immutables.iter().map(|i| &i.memtable));
         let mut range: Option<(Vec<u8>, Vec<u8>)> = None;
         for (low, high) in memtables.filter_map(|memtable| memtable.key_range()) {
@@ -80,11 +87,9 @@ impl<E: Env> Db<E> {
         if let Some((min_key, max_key)) = range {
             let segments = std::iter::once(state.wal.number()).chain(state.immutables.iter().map(|i| i.wal_number));
             for number in segments {
-                let path = self.inner.wal_path(number);
-                out.push(FileKeyRange { path, min_key: min_key.clone(), max_key: max_key.clone() });
+                visit(&self.inner.wal_path(number), &min_key, &max_key);
             }
         }
-        out
     }
 
     /// A scan of the live rows in `range`, as [`Db::scan`], over every source but the live tables whose paths are in

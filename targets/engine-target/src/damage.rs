@@ -50,21 +50,38 @@ pub struct Recorded {
 }
 
 /// Add what the open database's live files hold now; returns the number of the newest live log segment (the one
-/// the next write is appended to), if any is listed. When the files and their ranges are exactly those `last`
-/// holds (a write inside the memtable's range, a step that touched no file), they are already in `excuses`:
-/// recording them again would change nothing (ranges only widen), so only the comparison is paid (ADR-0126); so
-/// is an entry equal to the one at the same place in the last list (ADR-0137).
+/// the next write is appended to), if any is listed. An entry equal to the one at its place in `last`'s list is in
+/// `excuses` already: recording it again would change nothing (ranges only widen), so only the comparison is paid
+/// (ADR-0126, ADR-0137). The engine's entries are compared borrowed, in place, and only an entry that changed is
+/// copied into `last` (ADR-0147): most steps change one entry or none, and building the owned list every step was
+/// most of this function's cost.
 pub fn record(excuses: &mut DamageExcuses, last: &mut Recorded, db: &Db<SimEnv>) -> Option<u64> {
-    let files = db.file_key_ranges();
-    if files != last.files {
-        // An entry equal to the one at its place in the last list is recorded already (ADR-0137).
-        for (index, file) in files.iter().enumerate() {
-            if last.files.get(index) != Some(file) {
-                excuses.record(&file.path, &file.min_key, &file.max_key);
-            }
+    let (mut index, mut changed) = (0, false);
+    db.visit_file_key_ranges(|path, min_key, max_key| {
+        let slot = last.files.get_mut(index);
+        index += 1;
+        // Paths compared as bytes, as `DamageExcuses` keys them (a component walk per entry cost more than the
+        // rest of the comparison; the engine spells each file's path one way).
+        let same = |file: &FileKeyRange| {
+            file.path.as_os_str() == path.as_os_str() && file.min_key == min_key && file.max_key == max_key
+        };
+        if slot.as_deref().is_some_and(same) {
+            return;
         }
-        last.newest_log = files.iter().filter_map(|file| log_number(&file.path)).max();
-        last.files = files;
+        excuses.record(path, min_key, max_key);
+        let file = FileKeyRange { path: path.to_path_buf(), min_key: min_key.to_vec(), max_key: max_key.to_vec() };
+        match slot {
+            Some(slot) => *slot = file,
+            None => last.files.push(file),
+        }
+        changed = true;
+    });
+    if index < last.files.len() {
+        last.files.truncate(index);
+        changed = true;
+    }
+    if changed {
+        last.newest_log = last.files.iter().filter_map(|file| log_number(&file.path)).max();
     }
     last.newest_log
 }
@@ -84,8 +101,13 @@ fn log_number(path: &Path) -> Option<u64> {
 /// the newest segment at the last step boundary was `from` (the write went to it, or, if rotations fell inside
 /// the write, to a newer one).
 pub fn logs_from(db: &Db<SimEnv>, from: u64) -> Vec<PathBuf> {
-    let files = db.file_key_ranges().into_iter().map(|file| file.path);
-    files.filter(|path| log_number(path).is_some_and(|number| number >= from)).collect()
+    let mut logs = Vec::new();
+    db.visit_file_key_ranges(|path, _, _| {
+        if log_number(path).is_some_and(|number| number >= from) {
+            logs.push(path.to_path_buf());
+        }
+    });
+    logs
 }
 
 impl EngineTarget {
@@ -155,6 +177,7 @@ mod tests {
             skipped += usize::from(now == last.files);
             let newest = record(&mut excuses, &mut last, &db);
             assert_eq!(newest, now.iter().filter_map(|file| log_number(&file.path)).max(), "step {step}");
+            assert_eq!(last.files, now, "step {step}: the list held is the engine's, entry for entry (ADR-0147)");
             seen.extend(now);
         }
         assert!(skipped > 50 && skipped < 350, "{skipped} of 400 steps skipped");
