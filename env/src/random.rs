@@ -245,7 +245,7 @@ pub(crate) struct WordHasher {
 impl WordHasher {
     /// Fold one word into the state (FxHash's step: rotate, xor, multiply by an odd constant).
     fn fold(&mut self, word: u64) {
-        self.state = (self.state.rotate_left(5) ^ word).wrapping_mul(0x51_7cc1_b727_220a_95);
+        self.state = (self.state.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
     }
 }
 
