@@ -222,10 +222,54 @@ impl Hasher for StableHasher {
 #[expect(clippy::disallowed_types, reason = "this alias is the one approved use of std's HashMap (ADR-0002)")]
 pub type DeterministicHashMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<StableHasher>>;
 
-/// Paths to values with the fixed hasher: the simulated disk's path interner, which only looks paths up and never
-/// iterates the map.
+/// A path's identity bytes ([`crate::sim`]'s `names::identity`) to values: the simulated disk's path interner,
+/// which only looks paths up and never iterates the map, so its hasher shapes nothing a run can observe. Keyed by
+/// bytes and hashed a word at a time ([`WordHasher`], ADR-0151), where a `PathBuf` key hashed component by component
+/// and byte by byte.
 #[cfg(feature = "sim")]
-pub(crate) type PathMap<V> = DeterministicHashMap<std::path::PathBuf, V>;
+#[expect(
+    clippy::disallowed_types,
+    reason = "a fixed hasher and never iterated: the interner's lookups only (ADR-0151)"
+)]
+pub(crate) type PathMap<V> = std::collections::HashMap<Box<[u8]>, V, BuildHasherDefault<WordHasher>>;
+
+/// A fixed hasher that folds eight bytes per multiply, for maps that are only looked up ([`PathMap`]): a pure
+/// function of what is written, never stored, never part of a digest (that is [`StableHasher`]).
+#[cfg(feature = "sim")]
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct WordHasher {
+    state: u64,
+}
+
+#[cfg(feature = "sim")]
+impl WordHasher {
+    /// Fold one word into the state (FxHash's step: rotate, xor, multiply by an odd constant).
+    fn fold(&mut self, word: u64) {
+        self.state = (self.state.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+#[cfg(feature = "sim")]
+impl Hasher for WordHasher {
+    fn finish(&self) -> u64 {
+        // The fold leaves the low bits weak, and the map picks its bucket from them.
+        mix64(self.state)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut words = bytes.chunks_exact(8);
+        for word in &mut words {
+            self.fold(le_word(word));
+        }
+        if !words.remainder().is_empty() {
+            self.fold(le_word(words.remainder()));
+        }
+    }
+
+    fn write_usize(&mut self, value: usize) {
+        self.fold(value as u64);
+    }
+}
 
 /// The approved hash set; see [`DeterministicHashMap`].
 #[expect(clippy::disallowed_types, reason = "this alias is the one approved use of std's HashSet (ADR-0002)")]

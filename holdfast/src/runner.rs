@@ -251,10 +251,11 @@ impl<T: Target> Recorder<T> {
         }
     }
 
-    fn record(&mut self, index: u64, step: &Step<T::Op>, observation: Option<&Observed<T::Observation>>) {
+    /// Digest the step and what it produced, and keep both in the history (the observation moved in, not copied).
+    fn record(&mut self, index: u64, step: &Step<T::Op>, observation: Option<Observed<T::Observation>>) {
         self.hasher.write_u64(index);
         digest_serde(&mut self.hasher, step);
-        match observation {
+        match &observation {
             Some(observation) => {
                 self.hasher.write_u64(1);
                 digest_serde(&mut self.hasher, observation);
@@ -277,7 +278,7 @@ impl<T: Target> Recorder<T> {
         if self.history.len() == self.history_steps {
             self.history.pop_front();
         }
-        self.history.push_back((index, step.clone(), observation.cloned()));
+        self.history.push_back((index, step.clone(), observation));
         debug_assert!(self.history.len() <= self.history_steps);
     }
 
@@ -519,15 +520,16 @@ fn run_steps<T: Target>(
         env.set_work_limit(Some(work_limit(index + 1, false)));
         run.steps_run += 1;
         let result = guarded("step", || session.apply(&step));
-        schedule.steps.push(step.clone());
         match result {
             Ok(observation) => {
-                run.recorder.record(index, &step, Some(&observation));
                 let stuck = session.world.reopen_pending;
                 unavailable = unavailable_streak(unavailable, &observation, stuck, T::is_idle);
+                run.recorder.record(index, &step, Some(observation));
+                schedule.steps.push(step);
             }
             Err(violation) => {
                 run.recorder.record(index, &step, None);
+                schedule.steps.push(step);
                 run.fail(index, "step", violation);
                 return;
             }

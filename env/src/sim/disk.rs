@@ -184,10 +184,22 @@ impl Disk {
     }
 
     pub(crate) fn lookup(&self, path: &Path) -> Option<Node> {
+        self.find(path).1
+    }
+
+    /// [`Disk::lookup`], with `path`'s interned id (None: never named, or the root): one lookup of the path.
+    pub(crate) fn find(&self, path: &Path) -> (Option<PathId>, Option<Node>) {
         if is_root(path) {
-            return Some(Node::Dir);
+            return (None, Some(Node::Dir));
         }
-        self.current.get(self.names.get(path)?)
+        let id = self.names.get(path);
+        (id, id.and_then(|id| self.current.get(id)))
+    }
+
+    /// The key of `dir` when it is a directory in the current namespace ([`Disk::is_dir`] and the key from one
+    /// lookup of the path).
+    pub(crate) fn current_dir(&self, dir: &Path) -> Option<DirKey> {
+        self.names.dir_key(dir).filter(|&key| self.current.is_dir(key))
     }
 
     /// What `path` names in the durable namespace (the root is never an entry).
@@ -244,15 +256,13 @@ impl Disk {
     }
 
     /// The entries of `dir` in the current namespace, in path order.
-    pub(crate) fn list(&self, dir: &Path) -> Vec<PathBuf> {
-        let Some(dir) = self.names.dir_key(dir) else { return Vec::new() };
+    pub(crate) fn list(&self, dir: DirKey) -> Vec<PathBuf> {
         self.current.entries(dir).map(|id| self.names.path(id).to_path_buf()).collect()
     }
 
     /// Pass the name of each entry of `dir` to `visit`, in [`Self::list`]'s order (an entry without a name, as
     /// [`Path::file_name`] sees it, is skipped). No path is built.
-    pub(crate) fn visit_names(&self, dir: &Path, visit: &mut dyn FnMut(&OsStr)) {
-        let Some(dir) = self.names.dir_key(dir) else { return };
+    pub(crate) fn visit_names(&self, dir: DirKey, visit: &mut dyn FnMut(&OsStr)) {
         for name in self.current.entries(dir).filter_map(|id| self.names.file_name(id)) {
             visit(name);
         }
@@ -273,14 +283,12 @@ impl Disk {
     }
 
     /// Make every pending metadata operation of `dir` durable, in order (`ext4-ordered`: commit the journal).
-    pub(crate) fn sync_dir(&mut self, dir: &Path) {
+    pub(crate) fn sync_dir(&mut self, dir: DirKey) {
         if self.model.persistence.is_journaled() {
             self.commit_journal();
             return;
         }
-        if let Some(dir) = self.names.dir_key(dir)
-            && let Some(sequence) = self.pending_by_dir.remove(&dir)
-        {
+        if let Some(sequence) = self.pending_by_dir.remove(&dir) {
             for number in sequence {
                 let pending = self.pending_meta.remove(&number).expect("a directory's pending operation exists");
                 debug_assert_eq!(pending.dir, dir);

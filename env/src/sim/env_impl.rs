@@ -72,25 +72,25 @@ impl Env for SimEnv {
             let message = "create or truncate without write access".to_string();
             return Err(Error::InvalidInput { op: Op::Open, path: path.into(), message });
         }
-        let inode = match world.disk.lookup(path) {
+        let (found, node) = world.disk.find(path);
+        let (inode, path_id) = match node {
             Some(Node::Dir) => {
                 return Err(Error::InvalidInput { op: Op::Open, path: path.into(), message: "is a directory".into() });
             }
             Some(Node::File(_)) if options.create_new => {
                 return Err(Error::AlreadyExists { op: Op::Open, path: path.into() });
             }
-            Some(Node::File(inode)) => inode,
+            Some(Node::File(inode)) => (inode, world.key_path(found.expect("a named file is interned"), path)),
             None if !options.create => return Err(Error::NotFound { op: Op::Open, path: path.into() }),
-            None if !world.current_dir_exists(&parent_of(path)) => {
-                return Err(Error::NotFound { op: Op::Open, path: parent_of(path) });
+            None if !world.current_dir_exists(parent_of(path)) => {
+                return Err(Error::NotFound { op: Op::Open, path: parent_of(path).into() });
             }
             None => {
                 let (path_id, key) = world.meta_key(path);
                 world.metadata_fault(Op::Open, path, key)?;
-                world.disk.create_file(path_id, key)
+                (world.disk.create_file(path_id, key), path_id)
             }
         };
-        let path_id = world.path_id(path);
         let epoch = world.epoch;
         let empty = world.disk.inode(inode).expect("inode exists").current.is_empty();
         if options.truncate && options.write && !empty {
@@ -143,20 +143,20 @@ impl Env for SimEnv {
     fn list_dir(&self, path: &Path) -> Result<Vec<PathBuf>> {
         let mut world = self.lock_call("list_dir");
         world.begin_io(Op::ListDir, path, None)?;
-        if !world.current_dir_exists(path) {
+        let Some(dir) = world.disk.current_dir(path) else {
             return Err(Error::NotFound { op: Op::ListDir, path: path.into() });
-        }
-        Ok(world.disk.list(path))
+        };
+        Ok(world.disk.list(dir))
     }
 
     /// As `list_dir` (the same lock, I/O accounting and errors), names only. `visit` runs under the world's lock.
     fn visit_dir_names(&self, path: &Path, visit: &mut dyn FnMut(&OsStr)) -> Result<()> {
         let mut world = self.lock_call("list_dir");
         world.begin_io(Op::ListDir, path, None)?;
-        if !world.current_dir_exists(path) {
+        let Some(dir) = world.disk.current_dir(path) else {
             return Err(Error::NotFound { op: Op::ListDir, path: path.into() });
-        }
-        world.disk.visit_names(path, visit);
+        };
+        world.disk.visit_names(dir, visit);
         Ok(())
     }
 
@@ -195,12 +195,12 @@ impl Env for SimEnv {
                 message: format!("rename across directories to {} is not supported", to.display()),
             });
         }
-        match (world.disk.lookup(from), world.disk.lookup(to)) {
+        let (from_id, from_node) = world.disk.find(from);
+        match (from_node, world.disk.lookup(to)) {
             (Some(Node::File(_)), None | Some(Node::File(_))) => {
                 let (to_id, key) = world.meta_key(to);
                 world.metadata_fault(Op::Rename, from, key)?;
-                let from_id = world.disk.names.get(from).expect("a named file is interned");
-                world.disk.rename(from_id, to_id, key);
+                world.disk.rename(from_id.expect("a named file is interned"), to_id, key);
                 Ok(())
             }
             (None, _) => Err(Error::NotFound { op: Op::Rename, path: from.into() }),
@@ -211,9 +211,9 @@ impl Env for SimEnv {
     fn sync_dir(&self, path: &Path) -> Result<()> {
         let mut world = self.lock_call("sync_dir");
         world.begin_io(Op::SyncDir, path, None)?;
-        if !world.current_dir_exists(path) {
+        let Some(dir) = world.disk.current_dir(path) else {
             return Err(Error::NotFound { op: Op::SyncDir, path: path.into() });
-        }
+        };
         // Keyed by the directory's operation index, counted only while the fault is on (and never for the root,
         // which has no key), so worlds without it keep every other decision.
         if world.config.dir_sync_error_ppm > 0 && !is_root(path) && world.dir_sync_fires(path) {
@@ -225,7 +225,7 @@ impl Env for SimEnv {
                 message: "injected directory sync error".into(),
             });
         }
-        world.disk.sync_dir(path);
+        world.disk.sync_dir(dir);
         Ok(())
     }
 
@@ -240,11 +240,11 @@ impl Env for SimEnv {
             Some(Node::Dir) => {
                 return Err(Error::InvalidInput { op: Op::Lock, path: path.into(), message: "is a directory".into() });
             }
-            None if world.current_dir_exists(&parent_of(path)) => {
+            None if world.current_dir_exists(parent_of(path)) => {
                 let (path_id, key) = world.meta_key(path);
                 world.disk.create_file(path_id, key);
             }
-            None => return Err(Error::NotFound { op: Op::Lock, path: parent_of(path) }),
+            None => return Err(Error::NotFound { op: Op::Lock, path: parent_of(path).into() }),
         }
         world.locks.insert(path.to_path_buf());
         Ok(SimLock { world: Arc::clone(&self.world), path: path.to_path_buf(), epoch: world.epoch })

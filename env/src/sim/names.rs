@@ -1,12 +1,14 @@
 //! Interned paths and namespaces indexed by them (ADR-seeds-perf): the simulated disk names every file and
-//! directory by a [`PathId`], found by hashing the path once per namespace call, so that no operation compares
-//! `PathBuf`s or walks the whole namespace, however many files the run has created.
+//! directory by a [`PathId`], found by hashing the path's [`identity`] once per namespace call, so that no
+//! operation compares `PathBuf`s or walks the whole namespace, however many files the run has created.
 //!
 //! **Invariant:** two paths get the same id exactly when they are equal as [`Path`]s (component-wise, as the
-//! `BTreeMap<PathBuf, _>` this replaces compared them); an id is never reused. Output in path order is the order the
+//! `BTreeMap<PathBuf, _>` this replaces compared them), because their [`identity`] bytes are equal exactly then
+//! (ADR-0151); an id is never reused. Output in path order is the order the
 //! old maps iterated in: a directory keeps its entries by [`sibling_order`], which orders entries of one directory
 //! as `Path` does, and whole-disk reports sort the interned paths.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::path::{Component, Path, PathBuf};
@@ -27,9 +29,40 @@ pub(crate) fn is_root(path: &Path) -> bool {
     path.as_os_str().is_empty() || (components.next() == Some(Component::RootDir) && components.next().is_none())
 }
 
+/// The bytes that say which path `path` is, as `Path`'s equality does (component by component, ADR-0151): its
+/// components joined by `/` (a root component is the leading `/`). Borrowed when the path is already spelled that
+/// way, as the engine spells every path (no empty component, no `.` after the first, no trailing `/`); built from
+/// the components otherwise. Equal bytes, equal paths: the joined components parse back to the same components.
+pub(crate) fn identity(path: &Path) -> Cow<'_, [u8]> {
+    let bytes = path.as_os_str().as_encoded_bytes();
+    if is_spelled_plainly(bytes) { Cow::Borrowed(bytes) } else { Cow::Owned(joined_components(path)) }
+}
+
+/// Is every separator of `bytes` followed by a component that parsing keeps whole: not empty (`//`, a trailing `/`
+/// other than the root's) and not `.` (`/./`, a trailing `/.`)? Then the bytes are their components joined.
+fn is_spelled_plainly(bytes: &[u8]) -> bool {
+    bytes.iter().enumerate().filter(|&(_, &byte)| byte == b'/').all(|(at, _)| match &bytes[at + 1..] {
+        [] => bytes.len() == 1,
+        [b'/', ..] | [b'.'] | [b'.', b'/', ..] => false,
+        _ => true,
+    })
+}
+
+/// `path`'s components joined by `/`, a root component written as the leading `/`.
+fn joined_components(path: &Path) -> Vec<u8> {
+    let mut joined = Vec::with_capacity(path.as_os_str().len());
+    for component in path.components() {
+        if joined.last().is_some_and(|&last| last != b'/') {
+            joined.push(b'/');
+        }
+        joined.extend_from_slice(component.as_os_str().as_encoded_bytes());
+    }
+    joined
+}
+
 /// The parent of `path` (empty for a path without one).
-pub(crate) fn parent_of(path: &Path) -> PathBuf {
-    path.parent().map(Path::to_path_buf).unwrap_or_default()
+pub(crate) fn parent_of(path: &Path) -> &Path {
+    path.parent().unwrap_or(Path::new(""))
 }
 
 #[derive(Clone, Debug)]
@@ -63,7 +96,8 @@ pub(crate) fn sibling_order(path: &Path) -> Box<[u8]> {
     key.into_boxed_slice()
 }
 
-/// Every path the disk has named, by id. Lookups hash the path; nothing here is iterated in hash order.
+/// Every path the disk has named, by id. Lookups hash the path's [`identity`]; nothing here is iterated in hash
+/// order.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct PathTable {
     ids: PathMap<PathId>,
@@ -73,16 +107,18 @@ pub(crate) struct PathTable {
 impl PathTable {
     /// The id of `path`, if it was ever interned.
     pub(crate) fn get(&self, path: &Path) -> Option<PathId> {
-        self.ids.get(path).copied()
+        self.ids.get(&*identity(path)).copied()
     }
 
     /// The id of `path` (not the root), interning it and its ancestors on first sight. The stored spelling is the
     /// first one seen.
     pub(crate) fn intern(&mut self, path: &Path) -> PathId {
-        assert!(!is_root(path), "the root directory is not interned");
-        if let Some(id) = self.get(path) {
+        let key = identity(path);
+        if let Some(&id) = self.ids.get(&*key) {
             return id;
         }
+        // Checked before a path is added (never added, the root is never found above).
+        assert!(!is_root(path), "the root directory is not interned");
         let parent = match path.parent() {
             Some(parent) if !is_root(parent) => Some(self.intern(parent)),
             _ => None,
@@ -90,7 +126,7 @@ impl PathTable {
         let id = self.entries.len();
         let name = path.file_name().map(OsStr::to_os_string);
         self.entries.push(Interned { path: path.to_path_buf(), name, parent, order: sibling_order(path) });
-        self.ids.insert(path.to_path_buf(), id);
+        self.ids.insert(key.into_owned().into_boxed_slice(), id);
         debug_assert_eq!(self.ids.len(), self.entries.len());
         id
     }
@@ -199,11 +235,42 @@ mod tests {
         assert!(is_root(Path::new("//")) && !is_root(Path::new("/db")), "both answers occur");
     }
 
+    /// Every spelling of up to seven characters over `/`, `.`, `..`'s dot and a name letter: two spellings have
+    /// equal identity bytes exactly when they are equal as `Path`s, and the borrowed fast path is the joined
+    /// components whenever it is taken.
+    #[test]
+    fn identity_bytes_are_equal_exactly_when_paths_are() {
+        let mut spellings = vec![String::new()];
+        let mut frontier = vec![String::new()];
+        for _ in 0..7 {
+            frontier = frontier.iter().flat_map(|s| ["/", ".", "a"].map(|c| format!("{s}{c}"))).collect();
+            spellings.extend(frontier.iter().cloned());
+        }
+        let mut by_identity: BTreeMap<Vec<u8>, &Path> = BTreeMap::new();
+        let mut by_components: BTreeMap<Vec<Component<'_>>, Vec<u8>> = BTreeMap::new();
+        let mut borrowed = 0;
+        for spelling in &spellings {
+            let path = Path::new(spelling);
+            let key = identity(path);
+            borrowed += usize::from(matches!(key, Cow::Borrowed(_)));
+            assert_eq!(*key, joined_components(path)[..], "{spelling:?}");
+            let first = *by_identity.entry(key.to_vec()).or_insert(path);
+            assert_eq!(first, path, "equal identities, unequal paths: {spelling:?}");
+            let known = by_components.entry(path.components().collect()).or_insert_with(|| key.to_vec());
+            assert_eq!(*known, *key, "equal paths, unequal identities: {spelling:?}");
+        }
+        assert_eq!(spellings.len(), 3280);
+        assert!(borrowed > 300 && borrowed < spellings.len() - 300, "both paths taken: {borrowed} borrowed");
+        assert!(by_identity.len() < spellings.len() / 2, "many spellings share a path");
+    }
+
     #[test]
     fn paths_equal_as_paths_share_an_id_and_know_their_directory() {
         let mut table = PathTable::default();
         let a = table.intern(Path::new("/d/a-b"));
         assert_eq!(table.intern(Path::new("/d//a-b")), a, "component-wise equality, as PathBuf's");
+        assert_eq!(table.get(Path::new("/./d/a-b/")), Some(a), "spelled otherwise, found by its identity");
+        assert_eq!(table.get(Path::new("d/a-b")), None, "a relative path is another path");
         assert_eq!(table.path(a), Path::new("/d/a-b"), "the first spelling is kept");
         assert_eq!(table.parent(a), table.get(Path::new("/d")).map(Some).expect("the parent is interned"));
         assert_eq!(table.parent(table.get(Path::new("/d")).expect("interned")), None, "/d is in the root");

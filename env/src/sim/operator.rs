@@ -16,7 +16,8 @@ impl SimEnv {
         let bytes = world.disk.inode(id).expect("a named inode exists").current.clone();
         let (path_id, key) = world.meta_key(path);
         world.disk.remove(path_id, key);
-        world.disk.sync_dir(&crate::parent_dir(path));
+        let dir = world.disk.names.parent(path_id);
+        world.disk.sync_dir(dir);
         Some(bytes)
     }
 
@@ -31,7 +32,8 @@ impl SimEnv {
         let (to_id, key) = world.meta_key(to);
         let from_id = world.disk.names.get(from).expect("a named file is interned");
         world.disk.rename(from_id, to_id, key);
-        world.disk.sync_dir(&crate::parent_dir(from));
+        let dir = world.disk.names.parent(from_id);
+        world.disk.sync_dir(dir);
         true
     }
 
@@ -46,7 +48,8 @@ impl SimEnv {
             inode.durable.clone_from(&bytes);
             inode.current = bytes;
         }
-        world.disk.sync_dir(&crate::parent_dir(path));
+        let dir = world.disk.names.parent(path_id);
+        world.disk.sync_dir(dir);
     }
 }
 

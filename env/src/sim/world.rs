@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::ThreadId;
 
 use super::FAULT_LOG_MAX;
@@ -53,8 +54,10 @@ pub(super) struct World {
     pub(super) step: u64,
     pub(super) fault_log: Vec<FaultRecord>,
     pub(super) fault_counts: BTreeMap<FaultKind, u64>,
-    /// The sum of `fault_counts`: a poll that finds it unchanged need not copy them.
-    pub(super) fault_total: u64,
+    /// The sum of `fault_counts`: a poll that finds it unchanged need not copy them. Shared with every
+    /// [`SimEnv`](super::SimEnv) handle, which reads it without the world's lock (ADR-0138); written only here,
+    /// under the lock.
+    pub(super) fault_total: Arc<AtomicU64>,
     pub(super) fail_next_sync: BTreeSet<PathBuf>,
     pub(super) fail_next_write: BTreeSet<PathBuf>,
     pub(super) tasks: BTreeMap<u64, TaskSlot>,
@@ -170,7 +173,7 @@ impl World {
             step: 0,
             fault_log: Vec::new(),
             fault_counts: BTreeMap::new(),
-            fault_total: 0,
+            fault_total: Arc::new(AtomicU64::new(0)),
             fail_next_sync: BTreeSet::new(),
             fail_next_write: BTreeSet::new(),
             tasks: BTreeMap::new(),
@@ -206,7 +209,9 @@ impl World {
 
     pub(super) fn log_fault(&mut self, kind: FaultKind, file: &Path, offset: u64) {
         *self.fault_counts.entry(kind).or_insert(0) += 1;
-        self.fault_total += 1;
+        // Only the world's lock holder writes it: a load and a store, never a lost update.
+        let total = self.fault_total.load(Ordering::Relaxed) + 1;
+        self.fault_total.store(total, Ordering::Release);
         if self.fault_log.len() < FAULT_LOG_MAX {
             self.fault_log.push(FaultRecord { step: self.step, file: file.to_path_buf(), offset, kind });
         }
@@ -298,6 +303,12 @@ impl World {
     /// The interned id of `path`, with its fault-keying state (whose path hash is of the spelling first keyed).
     pub(super) fn path_id(&mut self, path: &Path) -> PathId {
         let id = self.disk.names.intern(path);
+        self.key_path(id, path)
+    }
+
+    /// [`World::path_id`] for a path already interned as `id` (no lookup): its fault-keying state, made from this
+    /// spelling when it has none yet.
+    pub(super) fn key_path(&mut self, id: PathId, path: &Path) -> PathId {
         if self.paths.len() <= id {
             self.paths.resize_with(id + 1, || None);
         }

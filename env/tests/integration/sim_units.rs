@@ -579,3 +579,31 @@ fn reading_into_a_vec_reads_and_faults_as_read_exact_at_does() {
     }
     assert!(corrupted > 0 && failed > 0 && past_end > 0, "{corrupted} flips, {failed} errors, {past_end} EOFs");
 }
+
+/// The fault total is one counter every handle of a world shares, read without the world's lock (ADR-0138): a
+/// handle cloned before any fault sees each one as it fires, crash effects included, and the total is always the
+/// per-kind counts' sum; another world's total does not move.
+#[test]
+fn every_handle_reads_the_fault_total_as_each_fault_fires() {
+    let env = SimEnv::with_faults(5, FaultConfig { write_error_ppm: 500_000, ..FaultConfig::default() });
+    let (observer, other) = (env.clone(), SimEnv::new(5));
+    setup(&env);
+    let file = env.open(&path("a"), OpenOptions::create_new()).expect("create");
+    let (mut failed, mut written) = (0u64, 0u64);
+    for round in 0..64u64 {
+        let before = observer.fault_total();
+        match file.write_at(round * 8, b"bytes!!!") {
+            Err(Error::Io { .. }) => failed += 1,
+            Ok(_) => written += 1,
+            Err(error) => panic!("unexpected {error:?}"),
+        }
+        assert_eq!(observer.fault_total(), before + u64::from(observer.fault_total() > before), "one at a time");
+        assert_eq!(observer.fault_total(), env.fault_counts().values().sum::<u64>());
+    }
+    assert!(failed > 0 && written > 0, "both outcomes occur: {failed} failed, {written} written");
+    assert_eq!(observer.fault_total(), failed, "every injected error counted once");
+    env.crash();
+    assert!(observer.fault_total() > failed, "the crash's dropped writes are counted too");
+    assert_eq!(observer.fault_total(), env.fault_counts().values().sum::<u64>());
+    assert_eq!(other.fault_total(), 0, "worlds count apart");
+}
