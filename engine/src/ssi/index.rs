@@ -7,6 +7,7 @@
 //! every simulator step, and after every change in the tracker's unit tests (ADR-0123). Only
 //! `BTreeMap`/`BTreeSet`: iteration order is the key order, never a hash order.
 
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 
@@ -113,10 +114,11 @@ impl Index {
             }
         }
         if let Some(commit) = record.commit() {
+            // One search per key; the entry's key is the record's, shared (a count, not a copy).
             for key in &record.writes {
-                match self.writes.get_mut(key) {
-                    Some(writers) => writers.insert((commit, id)),
-                    None => drop(self.writes.insert(WrittenKey::clone(key), Writers::One((commit, id)))),
+                match self.writes.entry(WrittenKey::clone(key)) {
+                    Entry::Occupied(mut writers) => writers.get_mut().insert((commit, id)),
+                    Entry::Vacant(vacant) => drop(vacant.insert(Writers::One((commit, id)))),
                 }
             }
         }
