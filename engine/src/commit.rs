@@ -22,7 +22,7 @@ use env::{Env, File, OpenOptions, TaskHandle, TaskStep};
 use crate::error::{Error, Result};
 use crate::memtable::Memtable;
 use crate::options::SyncMode;
-use crate::ssi::{Conflict, ConflictCause, TxnId};
+use crate::ssi::{Conflict, ConflictCause, TxnId, WrittenKey};
 use crate::state::{Immutable, Inner, PendingCommit, Registry, State};
 use crate::types::Sequence;
 use crate::wal::{Batch, BatchWrite, RecordKind};
@@ -67,6 +67,7 @@ pub(crate) fn track<E: Env>(
     let tracked = registry.tracker.try_begin(snapshot, read_only);
     if registry.tracker.stats.expired > expired_before {
         env::probe!(inner.env, "ssi.transaction_expired");
+        inner.publish_dooms(registry);
     }
     tracked.map_err(|error| conflict(&inner.env, error))
 }
@@ -83,17 +84,18 @@ pub(crate) fn check_payload(payload_bytes: usize, options: &crate::Options) -> R
 }
 
 /// A commit's writes with what can be computed before the writer lock (ADR-0132): the log payload, its first
-/// sequence set under the lock, and the keys the conflict tracker records.
+/// sequence set under the lock, and the keys the conflict tracker records, already in the shared form it keeps
+/// (ADR-0144: no key is copied under the writer lock).
 pub(crate) struct Prepared {
     writes: Vec<BatchWrite>,
-    keys: Vec<Vec<u8>>,
+    keys: Vec<WrittenKey>,
     payload: Vec<u8>,
 }
 
 /// Step 0, outside every lock: encode the log payload (at sequence 1, a valid placeholder the writer replaces) and
 /// copy the keys out.
 pub(crate) fn prepare(writes: Vec<BatchWrite>) -> Prepared {
-    let keys = writes.iter().map(|write| write.key.clone()).collect();
+    let keys = writes.iter().map(|write| WrittenKey::from(write.key.as_slice())).collect();
     let batch = Batch { first_sequence: 1, writes };
     let payload = crate::wal::encode_batch(&batch);
     Prepared { writes: batch.writes, keys, payload }
@@ -132,7 +134,7 @@ pub(crate) fn submit<E: Env>(
             registry.tracker.abort(txn);
             return Err(Error::Closed { reason: format!("sequence numbers exhausted (at {first})") });
         }
-        registry.tracker.commit(txn, &keys, last).map_err(|error| conflict(&inner.env, error))?;
+        registry.tracker.commit_keys(txn, keys, last).map_err(|error| conflict(&inner.env, error))?;
     }
     let batch = Batch { first_sequence: first, writes };
     crate::wal::set_batch_first_sequence(&mut payload, first);

@@ -2,7 +2,8 @@
 //! drives this very code.
 //!
 //! After Cahill, Röhm & Fekete (SIGMOD 2008) and Ports & Grittner (VLDB 2012). A plain value (`Clone + Eq +
-//! Hash`, no locks, no `Arc`): the engine wraps it in its state lock.
+//! Hash`, no locks, no shared mutable state: a written key is an immutable [`WrittenKey`], shared by the record
+//! and the index, ADR-0144): the engine wraps it in its registry lock.
 //!
 //! * **rw-antidependency** `R → W`: `R` read a key (or scanned a range holding a key) at a snapshot that does not
 //!   see `W`'s write of it. Detected in both orders: when `W` commits after `R`'s read (write after concurrent
@@ -36,6 +37,7 @@ mod tests;
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{Hash, Hasher};
 use std::ops::Bound;
+use std::sync::Arc;
 
 pub use self::cause::{Conflict, ConflictCause};
 use self::index::Index;
@@ -43,6 +45,10 @@ use crate::types::Sequence;
 
 /// A transaction's id inside the tracker.
 pub type TxnId = u64;
+
+/// A committed write's key: immutable bytes the record and the index share, allocated by the committer before
+/// the writer lock (ADR-0144). Hashes and compares as its bytes, like the `Vec<u8>` it replaced.
+pub type WrittenKey = Arc<[u8]>;
 
 /// The most transactions the tracker may hold records for (active plus retained): a leak is a bug.
 pub const TRACKED_TRANSACTIONS_MAX: usize = 1 << 20;
@@ -62,7 +68,7 @@ impl KeyRange {
 
 impl KeyRange {
     /// Does the range hold any of `keys`? A range lookup in the set, not a walk over it.
-    fn holds_any(&self, keys: &BTreeSet<Vec<u8>>) -> bool {
+    fn holds_any(&self, keys: &BTreeSet<WrittenKey>) -> bool {
         let start = Bound::Included(self.start.as_slice());
         let end = match &self.end {
             Some(end) if end.as_slice() < self.start.as_slice() => return false,
@@ -91,7 +97,7 @@ struct TxnRecord {
     doomed: Option<ConflictCause>,
     reads: BTreeSet<Vec<u8>>,
     ranges: Vec<KeyRange>,
-    writes: BTreeSet<Vec<u8>>,
+    writes: BTreeSet<WrittenKey>,
     in_edges: BTreeSet<TxnId>,
     out_edges: BTreeSet<TxnId>,
     /// The earliest commit among out-neighbours whose records were dropped.
@@ -423,6 +429,13 @@ impl ConflictTracker {
         }
     }
 
+    /// How many transactions were doomed or expired so far: it never decreases (the engine never resets `stats`),
+    /// so a transaction that finds it unchanged since its last [`Self::check_doomed_public`] would pass the check
+    /// again, and may skip it (ADR-0144).
+    pub fn dooms(&self) -> u64 {
+        self.stats.doomed + self.stats.expired
+    }
+
     /// Fail if another transaction's commit doomed `txn` (its next operation reports the conflict).
     pub fn check_doomed_public(&self, txn: TxnId) -> Result<(), Conflict> {
         self.check_doomed(txn)
@@ -431,6 +444,20 @@ impl ConflictTracker {
     /// Validate `txn`'s commit of `writes` at `commit_sequence`. On success the transaction is committed (as far
     /// as conflicts go: later transactions see it as committed at that sequence). On failure it is aborted.
     pub fn commit(&mut self, txn: TxnId, writes: &[Vec<u8>], commit_sequence: Sequence) -> Result<(), Conflict> {
+        let keys = writes.iter().map(|key| WrittenKey::from(key.as_slice())).collect();
+        self.commit_keys(txn, keys, commit_sequence)
+    }
+
+    /// [`ConflictTracker::commit`] of keys the caller already shares (the engine makes them before the writer
+    /// lock, ADR-0144): the record and the index keep them without copying a byte. `writes` in ascending key
+    /// order without duplicates (a transaction's write set is a sorted map), as `commit`'s callers give them.
+    pub fn commit_keys(
+        &mut self,
+        txn: TxnId,
+        writes: Vec<WrittenKey>,
+        commit_sequence: Sequence,
+    ) -> Result<(), Conflict> {
+        assert!(writes.windows(2).all(|pair| pair[0] < pair[1]), "a commit's keys are sorted and distinct");
         if self.expired.remove(&txn).is_some() {
             return Err(Conflict { cause: ConflictCause::Expired });
         }

@@ -214,6 +214,10 @@ pub(crate) struct Inner<E: Env> {
     /// that sees its sequence here returns without the writer lock, and its next transaction's snapshot (the
     /// registry's) already includes its commit (ADR-0132). Never ahead of the registry, nor of the read view.
     registered_visible: AtomicU64,
+    /// The tracker's [`crate::ssi::ConflictTracker::dooms`], stored under the registry lock by every call that can
+    /// doom or expire a transaction, so a write checks for its doom without the lock while it is unchanged
+    /// (ADR-0144).
+    pub(crate) dooms: AtomicU64,
     /// The gap-free prefix of commits in the memtable, published by whoever completes it (ADR-0133).
     watermark: Watermark,
     /// Set when a background or write error leaves the on-disk state unknown: writes fail until reopen. A leaf.
@@ -262,6 +266,7 @@ impl<E: Env> Inner<E> {
             view: Mutex::new(view),
             read_cache,
             registered_visible,
+            dooms: AtomicU64::new(0),
             watermark,
             poisoned: Mutex::new(None),
             closed,

@@ -10,6 +10,7 @@ use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
 use std::ops::RangeBounds;
+use std::sync::atomic::Ordering;
 
 use env::Env;
 
@@ -37,6 +38,8 @@ pub struct Transaction<E: Env> {
     /// The encoded size of `writes` as one batch record's payload: kept within the log's record limit.
     payload_bytes: usize,
     ended: bool,
+    /// [`Inner::dooms`] when this transaction last found itself not doomed (ADR-0144).
+    dooms_seen: u64,
     not_sync: NotSync,
 }
 
@@ -59,6 +62,7 @@ impl<E: Env> Db<E> {
         let snapshot = registry.visible;
         let id = track(&self.inner, &mut registry, snapshot, false)?;
         registry.register_snapshot(snapshot);
+        let dooms_seen = registry.tracker.dooms();
         drop(registry);
         let payload_bytes = crate::wal::BATCH_HEADER_BYTES;
         Ok(Transaction {
@@ -68,6 +72,7 @@ impl<E: Env> Db<E> {
             writes: BTreeMap::new(),
             payload_bytes,
             ended: false,
+            dooms_seen,
             not_sync: PhantomData,
         })
     }
@@ -142,7 +147,7 @@ impl<E: Env> Transaction<E> {
             return Ok(own.clone());
         }
         let value = self.db.get_at(key, self.snapshot)?;
-        let tracked = self.db.inner.registry().tracker.on_read(self.id, key);
+        let tracked = self.db.inner.on_read(self.id, key);
         tracked.map_err(|error| self.fail(error))?;
         Ok(value)
     }
@@ -163,8 +168,7 @@ impl<E: Env> Transaction<E> {
     fn scan_range(&mut self, bounds: KeyRange) -> Result<ScanIter<'_>> {
         self.check_open()?;
         let view = self.db.inner.read_view()?;
-        let doomed = self.db.inner.registry().tracker.check_doomed_public(self.id);
-        doomed.map_err(|error| self.fail(error))?;
+        self.check_doomed()?;
         let registrar = Registrar { registry: self.db.inner.clone(), txn: self.id, read_only: false };
         Ok(ScanIter::new(&view, bounds, self.snapshot, Some(&self.writes), Some(registrar)))
     }
@@ -180,14 +184,26 @@ impl<E: Env> Transaction<E> {
             self.writes.get(key).map_or(0, |old| batch_write_bytes(key.len(), old.as_ref().map_or(0, Vec::len)));
         let payload_bytes = self.payload_bytes - replaced + batch_write_bytes(key.len(), value.map_or(0, <[u8]>::len));
         crate::commit::check_payload(payload_bytes, &self.db.inner.options)?;
-        let doomed = {
-            self.db.inner.check_open()?;
-            self.db.inner.registry().tracker.check_doomed_public(self.id)
-        };
-        doomed.map_err(|error| self.fail(error))?;
+        self.db.inner.check_open()?;
+        self.check_doomed()?;
         self.writes.insert(key.to_vec(), value.map(<[u8]>::to_vec));
         self.payload_bytes = payload_bytes;
         Ok(())
+    }
+
+    /// Fail if another transaction doomed (or the tracker expired) this one. Under the registry lock only when a
+    /// transaction was doomed or expired since this one last checked (ADR-0144): a doom that lands while the
+    /// unchanged count is read is one that came after the check, as if it had taken the lock first.
+    fn check_doomed(&mut self) -> Result<()> {
+        let inner = &self.db.inner;
+        if inner.dooms.load(Ordering::Acquire) == self.dooms_seen {
+            return Ok(());
+        }
+        let registry = inner.registry();
+        let doomed = registry.tracker.check_doomed_public(self.id);
+        self.dooms_seen = registry.tracker.dooms();
+        drop(registry);
+        doomed.map_err(|error| self.fail(error))
     }
 
     /// Write `value` under `key` (visible to this transaction now, to others after commit).
@@ -271,7 +287,7 @@ impl<E: Env> ReadTransaction<E> {
     /// Read `key` at the snapshot. Never a conflict.
     pub fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let value = self.db.get_at(key, self.snapshot)?;
-        let tracked = self.db.inner.registry().tracker.on_read(self.id, key);
+        let tracked = self.db.inner.on_read(self.id, key);
         self.expired_only(tracked)?;
         Ok(value)
     }
@@ -313,10 +329,33 @@ impl<E: Env> Drop for ReadTransaction<E> {
     }
 }
 
+impl<E: Env> Inner<E> {
+    /// Store the tracker's doom count for [`Transaction::check_doomed`], under the registry lock, after a call
+    /// that may have doomed or expired a transaction (ADR-0144).
+    pub(crate) fn publish_dooms(&self, registry: &Registry) {
+        let dooms = registry.tracker.dooms();
+        // Stored only when it changed: a read does not write the line every writer's check reads.
+        if self.dooms.load(Ordering::Relaxed) != dooms {
+            self.dooms.store(dooms, Ordering::Release);
+        }
+    }
+
+    /// `txn` read `key`: the conflict tracker records it (and may doom a writer).
+    fn on_read(&self, txn: TxnId, key: &[u8]) -> std::result::Result<(), Conflict> {
+        let mut registry = self.registry();
+        let tracked = registry.tracker.on_read(txn, key);
+        self.publish_dooms(&registry);
+        tracked
+    }
+}
+
 /// A scan registers the range it observed with the conflict tracker through this (ADR-0085).
 impl<E: Env> ScanRegistry for Inner<E> {
     fn register(&self, txn: TxnId, read_only: bool, range: KeyRange) -> Result<()> {
-        let tracked = self.registry().tracker.on_scan(txn, range);
+        let mut registry = self.registry();
+        let tracked = registry.tracker.on_scan(txn, range);
+        self.publish_dooms(&registry);
+        drop(registry);
         tracked.map_err(|error| {
             assert!(!read_only || error.cause == ConflictCause::Expired, "a read-only transaction was chosen to abort");
             conflict(&self.env, error)

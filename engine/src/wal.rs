@@ -204,19 +204,26 @@ pub fn encode_record(kind: RecordKind, payload: &[u8], synced_offset: u64) -> Ve
 
 /// Encode a whole record that starts `pad_bytes` zero bytes after the previous record's end, at a sector boundary.
 pub fn encode_record_padded(kind: RecordKind, payload: &[u8], synced_offset: u64, pad_bytes: u16) -> Vec<u8> {
+    let mut out = Vec::with_capacity(RECORD_HEADER_BYTES + payload.len());
+    encode_record_into(&mut out, kind, payload, synced_offset, pad_bytes);
+    out
+}
+
+/// [`encode_record_padded`], appended to `out` (the log writer's pending bytes: no buffer per record, ADR-0152).
+pub fn encode_record_into(out: &mut Vec<u8>, kind: RecordKind, payload: &[u8], synced_offset: u64, pad_bytes: u16) {
     assert!(payload.len() <= RECORD_PAYLOAD_BYTES_MAX, "record payload too large");
     assert!(u64::from(pad_bytes) < WAL_SECTOR_BYTES_MAX, "padding reaches a whole sector");
-    let mut out = vec![0u8; RECORD_HEADER_BYTES];
-    out[4..8].copy_from_slice(&crc32fast::hash(payload).to_le_bytes());
-    out[8..12].copy_from_slice(&(payload.len() as u32).to_le_bytes());
-    out[12] = kind as u8;
-    out[13..15].copy_from_slice(&pad_bytes.to_le_bytes());
-    out[16..24].copy_from_slice(&synced_offset.to_le_bytes());
-    let header_crc = crc32fast::hash(&out[4..RECORD_HEADER_BYTES]);
-    out[0..4].copy_from_slice(&header_crc.to_le_bytes());
+    let mut header = [0u8; RECORD_HEADER_BYTES];
+    header[4..8].copy_from_slice(&crc32fast::hash(payload).to_le_bytes());
+    header[8..12].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+    header[12] = kind as u8;
+    header[13..15].copy_from_slice(&pad_bytes.to_le_bytes());
+    header[16..24].copy_from_slice(&synced_offset.to_le_bytes());
+    let header_crc = crc32fast::hash(&header[4..RECORD_HEADER_BYTES]);
+    header[0..4].copy_from_slice(&header_crc.to_le_bytes());
+    debug_assert_eq!(record_padding(&header, 0), pad_bytes);
+    out.extend_from_slice(&header);
     out.extend_from_slice(payload);
-    debug_assert_eq!(record_padding(&out, 0), pad_bytes);
-    out
 }
 
 /// The `pad_bytes` of the record header at `offset` (0 when there is no header there). Meaningful only for a
@@ -425,6 +432,42 @@ pub(crate) mod tests {
         }
         assert!(RecordKind::from_byte(ValueKind::Put.to_byte()).is_none());
         assert!(RecordKind::from_byte(ValueKind::Delete.to_byte()).is_none());
+    }
+
+    /// The encoder as it was before ADR-0152 (a buffer per record), verbatim: the reference for the on-disk bytes.
+    fn encode_record_padded_before(kind: RecordKind, payload: &[u8], synced_offset: u64, pad_bytes: u16) -> Vec<u8> {
+        let mut out = vec![0u8; RECORD_HEADER_BYTES];
+        out[4..8].copy_from_slice(&crc32fast::hash(payload).to_le_bytes());
+        out[8..12].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+        out[12] = kind as u8;
+        out[13..15].copy_from_slice(&pad_bytes.to_le_bytes());
+        out[16..24].copy_from_slice(&synced_offset.to_le_bytes());
+        let header_crc = crc32fast::hash(&out[4..RECORD_HEADER_BYTES]);
+        out[0..4].copy_from_slice(&header_crc.to_le_bytes());
+        out.extend_from_slice(payload);
+        out
+    }
+
+    /// Encoding in place after bytes already pending leaves them alone and appends exactly the bytes the old
+    /// encoder made, for every kind, size, padding and synced offset tried (ADR-0152).
+    #[test]
+    fn the_in_place_encoder_appends_the_bytes_the_old_one_made() {
+        let payloads: Vec<Vec<u8>> =
+            [0usize, 1, 100, 5000].iter().map(|&n| (0..n).map(|i| i as u8).collect()).collect();
+        let mut pending = b"earlier records".to_vec();
+        let mut expected = pending.clone();
+        for kind in [RecordKind::Batch, RecordKind::Seal] {
+            for payload in &payloads {
+                for (pad_bytes, synced_offset) in [(0, 0), (7, 123), (511, u64::MAX >> 1)] {
+                    encode_record_into(&mut pending, kind, payload, synced_offset, pad_bytes);
+                    expected.extend(encode_record_padded_before(kind, payload, synced_offset, pad_bytes));
+                    assert_eq!(pending, expected, "{kind:?} {} bytes pad {pad_bytes}", payload.len());
+                    let alone = encode_record_padded(kind, payload, synced_offset, pad_bytes);
+                    assert_eq!(alone, encode_record_padded_before(kind, payload, synced_offset, pad_bytes));
+                }
+            }
+        }
+        assert_eq!(pending.len(), expected.len());
     }
 
     #[test]

@@ -22,7 +22,7 @@ use env::{Env, File};
 
 use crate::error::{Error, Result};
 use crate::lock_meter::{LockMeter, Metered};
-use crate::wal::{RECORD_HEADER_BYTES, RecordKind, encode_record_padded, next_append_start};
+use crate::wal::{RECORD_HEADER_BYTES, RecordKind, encode_record_into, next_append_start};
 
 /// The most bytes waiting to be written before the committer that pushed them past this writes them itself,
 /// under the writer lock (the buffer never grows without bound when leaders fall behind).
@@ -78,9 +78,10 @@ impl<E: Env> LogTail<E> {
         self.pending.lock().expect("log buffer poisoned by a panic")
     }
 
-    /// Queue `record`, which starts at `start`: right after the pending bytes, or (nothing pending) anywhere at or
-    /// after the written end. `split` divides its write after the header. How many bytes are now pending.
-    fn push(&self, start: u64, record: &[u8], split: bool) -> usize {
+    /// Queue the record `encode` appends to the pending bytes (encoded in place, ADR-0152), which starts at
+    /// `start`: right after the pending bytes, or (nothing pending) anywhere at or after the written end. `split`
+    /// divides its write after the header. The record's end.
+    fn push(&self, start: u64, split: bool, encode: impl FnOnce(&mut Vec<u8>)) -> (u64, usize) {
         let mut pending = self.pending();
         if pending.bytes.is_empty() {
             pending.start = start;
@@ -89,8 +90,8 @@ impl<E: Env> LogTail<E> {
         if split {
             pending.splits.push(start + RECORD_HEADER_BYTES as u64);
         }
-        pending.bytes.extend_from_slice(record);
-        pending.bytes.len()
+        encode(&mut pending.bytes);
+        (pending.start + pending.bytes.len() as u64, pending.bytes.len())
     }
 
     /// Return once every byte below `end` reached the OS: at once when a leader already wrote them (a follower),
@@ -200,9 +201,10 @@ impl<E: Env> WalWriter<E> {
     /// the caller must stop using the log.
     pub(crate) fn append(&mut self, kind: RecordKind, payload: &[u8], split: bool) -> Result<u64> {
         let (start, pad_bytes) = next_append_start(self.end_offset, self.sync_issued_offset, self.sector_bytes);
-        let record = encode_record_padded(kind, payload, self.synced_offset, pad_bytes);
-        let pending_bytes = self.tail.push(start, &record, split);
-        self.end_offset = start + record.len() as u64;
+        let synced_offset = self.synced_offset;
+        let encode = |bytes: &mut Vec<u8>| encode_record_into(bytes, kind, payload, synced_offset, pad_bytes);
+        let (end_offset, pending_bytes) = self.tail.push(start, split, encode);
+        self.end_offset = end_offset;
         assert!(self.synced_offset <= self.end_offset);
         if pending_bytes > LOG_PENDING_BYTES_MAX {
             self.write_out()?;

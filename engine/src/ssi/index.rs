@@ -7,10 +7,11 @@
 //! every simulator step, and after every change in the tracker's unit tests (ADR-0123). Only
 //! `BTreeMap`/`BTreeSet`: iteration order is the key order, never a hash order.
 
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 
-use super::{Sequence, Straddle, TxnId, TxnRecord};
+use super::{Sequence, Straddle, TxnId, TxnRecord, WrittenKey};
 
 /// A straddle's unsafe span in the index: `(pivot_commit, pivot, out_first, out_commit)`. Ordered by the span's
 /// end (the pivot's commit) first, so `safe_snapshot` visits only the spans that end above its answer, and a
@@ -26,8 +27,9 @@ pub(super) struct Index {
     /// Ended transactions (committed or finished) by `(end, id)`: `prune` takes them from the front; those that
     /// ended after a snapshot are the ended ones that overlap it.
     ended: BTreeSet<(Sequence, TxnId)>,
-    /// Committed transactions' writes: key → `(commit, id)` of every committed record that wrote it.
-    writes: BTreeMap<Vec<u8>, BTreeSet<(Sequence, TxnId)>>,
+    /// Committed transactions' writes: key (shared with the record, ADR-0144) → `(commit, id)` of every committed
+    /// record that wrote it.
+    writes: BTreeMap<WrittenKey, Writers>,
     /// Every straddle's unsafe span `[out_first, pivot_commit)`.
     spans: BTreeSet<SpanKey>,
 }
@@ -76,7 +78,7 @@ impl Index {
             }
             let Some(commit) = record.commit() else { continue };
             writes += record.writes.len();
-            if !record.writes.iter().all(|key| self.writes.get(key).is_some_and(|ids| ids.contains(&(commit, id)))) {
+            if !record.writes.iter().all(|key| self.writes.get(key).is_some_and(|ids| ids.contains((commit, id)))) {
                 return false;
             }
             let mut keys: Vec<SpanKey> =
@@ -88,8 +90,8 @@ impl Index {
                 return false;
             }
         }
-        let indexed_writes: usize = self.writes.values().map(BTreeSet::len).sum();
-        let no_empty_writers = self.writes.values().all(|ids| !ids.is_empty());
+        let indexed_writes: usize = self.writes.values().map(Writers::len).sum();
+        let no_empty_writers = self.writes.values().all(Writers::is_canonical);
         self.sizes_of_parts() == (active, read_only, ended, spans) && indexed_writes == writes && no_empty_writers
     }
 
@@ -112,8 +114,12 @@ impl Index {
             }
         }
         if let Some(commit) = record.commit() {
+            // One search per key; the entry's key is the record's, shared (a count, not a copy).
             for key in &record.writes {
-                self.writes.entry(key.clone()).or_default().insert((commit, id));
+                match self.writes.entry(WrittenKey::clone(key)) {
+                    Entry::Occupied(mut writers) => writers.get_mut().insert((commit, id)),
+                    Entry::Vacant(vacant) => drop(vacant.insert(Writers::One((commit, id)))),
+                }
             }
         }
     }
@@ -132,8 +138,7 @@ impl Index {
         if let Some(commit) = record.commit() {
             for key in &record.writes {
                 let writers = self.writes.get_mut(key).expect("an indexed write");
-                writers.remove(&(commit, id));
-                if writers.is_empty() {
+                if writers.remove((commit, id)) {
                     self.writes.remove(key);
                 }
             }
@@ -204,10 +209,15 @@ impl Index {
     /// The committed transactions that wrote `key` and committed after `snapshot`, in id order.
     pub(super) fn writers_after(&self, key: &[u8], snapshot: Sequence) -> Vec<TxnId> {
         let Some(writers) = self.writes.get(key) else { return Vec::new() };
-        let after = (Bound::Excluded((snapshot, TxnId::MAX)), Bound::Unbounded);
-        let mut ids: Vec<TxnId> = writers.range(after).map(|(_, id)| *id).collect();
+        let mut ids: Vec<TxnId> = writers.after(snapshot).map(|(_, id)| id).collect();
         ids.sort_unstable();
         ids
+    }
+
+    /// Whether a transaction other than `except` wrote `key` and committed after `snapshot` (first committer
+    /// wins): [`Index::writers_after`] without the list.
+    pub(super) fn written_after(&self, key: &[u8], snapshot: Sequence, except: TxnId) -> bool {
+        self.writes.get(key).is_some_and(|writers| writers.after(snapshot).any(|(_, id)| id != except))
     }
 
     /// The newest snapshot at or below `visible` inside no span: the answer of [`super::snapshot_outside`] over
@@ -236,12 +246,79 @@ impl Index {
     }
 }
 
+/// The `(commit, id)` of every committed record that wrote one key. Most keys have one writer: it is held inline,
+/// so indexing a key allocates no set (ADR-0144). Canonical: `Many` holds at least two, so equal contents are
+/// equal values (the index is compared with a rebuild).
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Writers {
+    One((Sequence, TxnId)),
+    Many(BTreeSet<(Sequence, TxnId)>),
+}
+
+impl Writers {
+    fn insert(&mut self, writer: (Sequence, TxnId)) {
+        match self {
+            Writers::One(one) if *one == writer => {}
+            Writers::One(one) => *self = Writers::Many(BTreeSet::from([*one, writer])),
+            Writers::Many(many) => drop(many.insert(writer)),
+        }
+    }
+
+    /// Remove `writer` (which must be here); true when none is left (the key leaves the index).
+    fn remove(&mut self, writer: (Sequence, TxnId)) -> bool {
+        match self {
+            Writers::One(one) => {
+                assert_eq!(*one, writer, "an indexed writer");
+                true
+            }
+            Writers::Many(many) => {
+                assert!(many.remove(&writer), "an indexed writer");
+                if many.len() == 1 {
+                    *self = Writers::One(*many.first().expect("one left"));
+                }
+                false
+            }
+        }
+    }
+
+    fn contains(&self, writer: (Sequence, TxnId)) -> bool {
+        match self {
+            Writers::One(one) => *one == writer,
+            Writers::Many(many) => many.contains(&writer),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Writers::One(_) => 1,
+            Writers::Many(many) => many.len(),
+        }
+    }
+
+    /// `Many` only with two or more (an empty or single set is a drift).
+    fn is_canonical(&self) -> bool {
+        matches!(self, Writers::One(_)) || self.len() >= 2
+    }
+
+    /// The writers that committed after `snapshot`, in `(commit, id)` order.
+    fn after(&self, snapshot: Sequence) -> impl Iterator<Item = (Sequence, TxnId)> + '_ {
+        let (one, many) = match self {
+            Writers::One(one) => (Some(*one).filter(|(commit, _)| *commit > snapshot), None),
+            Writers::Many(many) => {
+                let after = (Bound::Excluded((snapshot, TxnId::MAX)), Bound::Unbounded);
+                (None, Some(many.range(after).copied()))
+            }
+        };
+        one.into_iter().chain(many.into_iter().flatten())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
 
-    use super::super::{Status, Straddle, TxnId, TxnRecord};
-    use super::Index;
+    use super::super::{Status, Straddle, TxnId, TxnRecord, WrittenKey};
+    use super::{Index, Writers};
 
     /// Records of every kind the index holds: active (one read-only), finished, and committed with writes, one
     /// of them a pivot with a straddle.
@@ -255,7 +332,7 @@ mod tests {
         for (id, commit, keys) in [(4, 14, &[&b"a"[..], b"b"][..]), (5, 16, &[&b"b"[..]][..])] {
             let mut committed = TxnRecord::new(8, false);
             committed.status = Status::Committed(commit);
-            committed.writes = keys.iter().map(|key| key.to_vec()).collect();
+            committed.writes = keys.iter().map(|&key| WrittenKey::from(key)).collect();
             txns.insert(id, committed);
         }
         txns
@@ -270,6 +347,10 @@ mod tests {
     /// One planted change to an index.
     type Drift = fn(&mut Index);
 
+    fn key(bytes: &[u8]) -> WrittenKey {
+        WrittenKey::from(bytes)
+    }
+
     /// `matches` agrees with equality to a rebuild: true for the rebuild itself, false after any one entry of any
     /// part goes missing or is added (ADR-0136).
     #[test]
@@ -278,17 +359,20 @@ mod tests {
         let built = Index::build(&txns, straddles);
         assert!(built.matches(&txns, straddles));
         assert_eq!(built.sizes(), (2, 1, 3, 2, 1), "every part holds something to drift");
-        let drifts: [(&str, Drift); 12] = [
+        let drifts: [(&str, Drift); 13] = [
             ("active missing", |index| assert!(index.active.remove(&(10, 1)))),
             ("active extra", |index| assert!(index.active.insert((7, 99)))),
             ("read-only missing", |index| assert!(index.active_read_only.remove(&(11, 2)))),
             ("read-only extra", |index| assert!(index.active_read_only.insert((10, 1)))),
             ("ended missing", |index| assert!(index.ended.remove(&(12, 3)))),
             ("ended extra", |index| assert!(index.ended.insert((20, 99)))),
-            ("writer missing", |index| assert!(index.writes.get_mut(&b"a"[..]).unwrap().remove(&(14, 4)))),
-            ("writer extra", |index| assert!(index.writes.get_mut(&b"a"[..]).unwrap().insert((16, 5)))),
-            ("written key extra", |index| assert!(index.writes.insert(b"z".to_vec(), [(14, 4)].into()).is_none())),
-            ("empty writer set", |index| assert!(index.writes.insert(b"y".to_vec(), Default::default()).is_none())),
+            ("writer missing", |index| assert!(!index.writes.get_mut(&b"b"[..]).unwrap().remove((14, 4)))),
+            ("writer extra", |index| index.writes.get_mut(&b"a"[..]).unwrap().insert((16, 5))),
+            ("written key extra", |index| assert!(index.writes.insert(key(b"z"), Writers::One((14, 4))).is_none())),
+            ("empty writer set", |index| assert!(index.writes.insert(key(b"y"), Writers::Many([].into())).is_none())),
+            ("one writer as a set", |index| {
+                assert!(index.writes.insert(key(b"a"), Writers::Many([(14, 4)].into())).is_some())
+            }),
             ("span missing", |index| assert!(index.spans.remove(&(16, 5, 13, 14)))),
             ("span extra", |index| assert!(index.spans.insert((14, 4, 1, 2)))),
         ];

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::{
     Conflict, ConflictCause, KeyRange, Sequence, Status, Straddle, TRACKED_TRANSACTIONS_MAX, TrackerStats, TxnId,
-    TxnRecord, snapshot_outside,
+    TxnRecord, WrittenKey, snapshot_outside,
 };
 
 /// The conflict tracker. See the module docs.
@@ -198,7 +198,7 @@ impl Reference {
     fn committed_writers_after(
         &self,
         snapshot: Sequence,
-        matches: impl Fn(&BTreeSet<Vec<u8>>) -> bool,
+        matches: impl Fn(&BTreeSet<WrittenKey>) -> bool,
         except: TxnId,
     ) -> Vec<TxnId> {
         self.txns
@@ -309,7 +309,8 @@ impl Reference {
                 return Err(Conflict { cause: ConflictCause::WriteWrite { key: key.clone() } });
             }
         }
-        self.txns.get_mut(&txn).expect("committer").writes = writes.iter().cloned().collect();
+        self.txns.get_mut(&txn).expect("committer").writes =
+            writes.iter().map(|key| WrittenKey::from(key.as_slice())).collect();
         // Canary: snapshot isolation only (first committer wins, no rw-antidependency tracking).
         if crate::canary::active("ssi-off") {
             return Ok(());
@@ -355,7 +356,7 @@ impl Reference {
     fn guard_key(&self, txn: TxnId) -> Option<Vec<u8>> {
         let record = self.record(txn);
         let mut outs = record.out_edges.iter().filter_map(|out| self.txns.get(out));
-        outs.find_map(|out| out.writes.iter().find(|key| record.read_covers(key)).cloned())
+        outs.find_map(|out| out.writes.iter().find(|key| record.read_covers(key)).map(|key| key.to_vec()))
     }
 
     /// Fekete's read-only anomaly guard: see the module docs.

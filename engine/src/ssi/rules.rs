@@ -2,7 +2,7 @@
 //! committer wins, and the read-only guard (see the parent module's docs). Every lookup of other transactions goes
 //! through the index (ADR-0084).
 
-use super::{Conflict, ConflictCause, ConflictTracker, KeyRange, Sequence, TxnId, TxnRecord};
+use super::{Conflict, ConflictCause, ConflictTracker, KeyRange, Sequence, TxnId, TxnRecord, WrittenKey};
 
 impl ConflictTracker {
     /// `txn` read `key` at its snapshot. Records the read and the rw edges to writers it did not see.
@@ -134,28 +134,28 @@ impl ConflictTracker {
     pub(super) fn validate(
         &mut self,
         txn: TxnId,
-        writes: &[Vec<u8>],
+        writes: Vec<WrittenKey>,
         commit_sequence: Sequence,
     ) -> Result<(), Conflict> {
         self.check_doomed(txn)?;
         let snapshot = self.record(txn).snapshot;
         assert!(commit_sequence > snapshot, "commit sequence not after the snapshot");
         assert!(!self.record(txn).read_only || writes.is_empty(), "a read-only transaction wrote");
-        for key in writes {
-            let clash = self.committed_writers_of(key, snapshot, txn);
-            if !clash.is_empty() {
-                self.stats.ww_aborts += 1;
-                return Err(Conflict { cause: ConflictCause::WriteWrite { key: key.clone() } });
-            }
+        // First committer wins: a lookup per written key in the index of committed writes, allocating nothing.
+        if let Some(key) = writes.iter().find(|key| self.index.written_after(key, snapshot, txn)) {
+            self.stats.ww_aborts += 1;
+            return Err(Conflict { cause: ConflictCause::WriteWrite { key: key.to_vec() } });
         }
-        // Not indexed yet: the index holds the writes of committed transactions only.
-        self.txns.get_mut(&txn).expect("committer").writes = writes.iter().cloned().collect();
+        // Not indexed yet: the index holds the writes of committed transactions only. The keys move in (ADR-0144).
+        let record = self.txns.get_mut(&txn).expect("committer");
+        record.writes = writes.into_iter().collect();
         // Canary: snapshot isolation only (first committer wins, no rw-antidependency tracking).
         if crate::canary::active("ssi-off") {
             return Ok(());
         }
+        let wrote = !record.writes.is_empty();
         // Write after concurrent read: every transaction that read what we write and does not see our commit.
-        let readers = self.concurrent_readers(txn, writes, snapshot);
+        let readers = self.concurrent_readers(txn, snapshot);
         for (reader, key) in readers {
             self.add_edge(reader, txn);
             if self.closes_structure_at_commit(reader, txn, commit_sequence) {
@@ -163,9 +163,10 @@ impl ConflictTracker {
                 return Err(Conflict { cause: ConflictCause::DangerousStructure { key } });
             }
         }
-        if !writes.is_empty() && self.read_only_guard_trips(txn) {
+        if wrote && self.read_only_guard_trips(txn) {
             self.stats.read_only_guard_aborts += 1;
-            let key = self.guard_key(txn).unwrap_or_else(|| writes[0].clone());
+            let first = self.record(txn).writes.first().map(|key| key.to_vec());
+            let key = self.guard_key(txn).or(first).expect("a writer wrote a key");
             return Err(Conflict { cause: ConflictCause::ReadOnlyGuard { key } });
         }
         Ok(())
@@ -201,7 +202,7 @@ impl ConflictTracker {
     fn guard_key(&self, txn: TxnId) -> Option<Vec<u8>> {
         let record = self.record(txn);
         let mut outs = record.out_edges.iter().filter_map(|out| self.txns.get(out));
-        outs.find_map(|out| out.writes.iter().find(|key| record.read_covers(key)).cloned())
+        outs.find_map(|out| out.writes.iter().find(|key| record.read_covers(key)).map(|key| key.to_vec()))
     }
 
     /// Fekete's read-only anomaly guard: see the module docs.
@@ -218,16 +219,17 @@ impl ConflictTracker {
     }
 
     /// The transactions other than `txn` that overlap a commit from `snapshot` and read (or scanned over) one of
-    /// `writes`, in id order, each with the first of `writes` it read. Only the overlapping transactions are
-    /// asked (the active ones and those that ended after the snapshot, from the index): a record that ended at or
-    /// before the snapshot is not concurrent with the commit, however many of them are retained.
-    fn concurrent_readers(&self, txn: TxnId, writes: &[Vec<u8>], snapshot: Sequence) -> Vec<(TxnId, Vec<u8>)> {
+    /// `txn`'s writes, in id order, each with the first of them (in key order) it read. Only the overlapping
+    /// transactions are asked (the active ones and those that ended after the snapshot, from the index): a record
+    /// that ended at or before the snapshot is not concurrent with the commit, however many of them are retained.
+    fn concurrent_readers(&self, txn: TxnId, snapshot: Sequence) -> Vec<(TxnId, Vec<u8>)> {
+        let writes = &self.record(txn).writes;
         let overlapping = self.index.overlapping(snapshot).into_iter().filter(|&id| id != txn);
         overlapping
             .filter_map(|id| {
                 let record: &TxnRecord = self.record(id);
                 debug_assert!(record.overlaps_commit(snapshot));
-                Some((id, writes.iter().find(|key| record.read_covers(key))?.clone()))
+                Some((id, writes.iter().find(|key| record.read_covers(key))?.to_vec()))
             })
             .collect()
     }

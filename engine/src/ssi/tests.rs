@@ -206,3 +206,49 @@ fn a_pivot_whose_span_a_stepped_back_reader_can_reach_is_not_pruned() {
     tracker.on_read(reader, b"kp1").expect("a reader never aborts");
     assert!(tracker.record(reader).out_edges.contains(&p1), "the reader's rw edge to P1 was recorded");
 }
+
+/// `dooms` counts every doom and expiry (what lets a write skip its doom check, ADR-0144): it moves exactly when
+/// `check_doomed_public` of some transaction starts to fail.
+#[test]
+fn the_doom_count_moves_with_every_doom_and_expiry() {
+    let mut tracker = ConflictTracker::with_capacity(3);
+    let (t0, t1, t2) = (tracker.begin(0, false), tracker.begin(0, false), tracker.begin(0, false));
+    tracker.on_read(t1, b"z").unwrap();
+    tracker.commit(t0, &keys(&["z"]), 1).unwrap();
+    tracker.commit(t1, &keys(&["y"]), 2).unwrap();
+    assert_eq!((tracker.dooms(), tracker.check_doomed_public(t2)), (0, Ok(())), "commits doom nobody");
+    assert!(tracker.on_read(t2, b"y").is_err());
+    assert_eq!((tracker.dooms(), tracker.stats.doomed), (1, 1), "t2 doomed");
+    tracker.abort(t2);
+    tracker.set_visible(2);
+    assert_eq!(tracker.tracked(), 0, "nothing left to overlap: every record pruned");
+    let (t3, t4, t5) = (tracker.begin(2, false), tracker.begin(2, false), tracker.begin(2, false));
+    assert_eq!((tracker.dooms(), tracker.check_doomed_public(t3)), (1, Ok(())));
+    let t6 = tracker.try_begin(2, false).expect("room made by expiry");
+    assert_eq!((tracker.dooms(), tracker.stats.expired), (2, 1), "the full tracker expired its oldest, t3");
+    assert_eq!(cause(tracker.check_doomed_public(t3)), ConflictCause::Expired);
+    for txn in [t4, t5, t6] {
+        assert_eq!(tracker.check_doomed_public(txn), Ok(()), "T{txn}");
+    }
+}
+
+/// The engine's entry: keys shared, not copied, in key order; the same answers as `commit` of the same keys.
+#[test]
+fn commit_keys_shares_the_keys_and_agrees_with_commit() {
+    let mut tracker = ConflictTracker::new();
+    let (t1, t2) = (tracker.begin(0, false), tracker.begin(0, false));
+    let shared: Vec<WrittenKey> = ["a", "x"].iter().map(|key| WrittenKey::from(key.as_bytes())).collect();
+    tracker.commit_keys(t1, shared.clone(), 1).unwrap();
+    assert_eq!(Arc::strong_count(&shared[0]), 3, "the caller's, the record's and the index's: one allocation");
+    let found = cause(tracker.commit(t2, &keys(&["b", "x"]), 3));
+    assert_eq!(found, ConflictCause::WriteWrite { key: b"x".to_vec() });
+}
+
+#[test]
+#[should_panic(expected = "a commit's keys are sorted and distinct")]
+fn commit_keys_out_of_order_is_a_bug() {
+    let mut tracker = ConflictTracker::new();
+    let txn = tracker.begin(0, false);
+    let keys = ["x", "a"].iter().map(|key| WrittenKey::from(key.as_bytes())).collect();
+    drop(tracker.commit_keys(txn, keys, 2));
+}

@@ -2,7 +2,7 @@
 //! every commit's writer, registry, watermark (ADR-0133) and log (ADR-0134) locks, and a synced commit's view lock,
 //! with a time no longer than the commits took.
 
-use engine::{Db, LockHolds, Options, SyncMode};
+use engine::{ConflictCause, Db, Error, LockHolds, Options, SyncMode};
 use env::{Env, RealEnv};
 
 const COMMITS: u64 = 50;
@@ -60,4 +60,45 @@ fn every_commit_takes_the_writer_registry_and_watermark_locks_and_is_timed() {
         }
         db.close().unwrap();
     }
+}
+
+/// A transaction's write checks for its doom under the registry lock only when some transaction was doomed or
+/// expired since it last checked (ADR-0144): writes take no registry lock while nothing was, and a write after its
+/// own expiry still fails with `Expired`.
+#[test]
+fn a_write_takes_the_registry_lock_only_after_a_doom_and_still_sees_it() {
+    const PUTS: u64 = 20;
+    let env = RealEnv::new();
+    let dir = env.temp_dir("lock-holds-dooms").unwrap();
+    let options = Options::default()
+        .with_sync_mode(SyncMode::NoSync)
+        .with_lock_timing(true)
+        .with_tracked_transactions_max(engine::TRACKED_TRANSACTIONS_MIN);
+    let db = Db::open(env.clone(), dir.path(), options).unwrap();
+    let registry_takes = |db: &Db<RealEnv>| db.stats().lock_holds.registry.acquisitions;
+    let mut writer = db.begin().unwrap();
+    let before = registry_takes(&db);
+    for index in 0..PUTS {
+        writer.put(format!("w-{index}").as_bytes(), b"1").unwrap();
+    }
+    assert_eq!(registry_takes(&db) - before, 0, "{PUTS} writes with no doom since the begin");
+    // Blind writes fill the tracker: it expires its oldest transactions, the writer among them.
+    for key in 0..200u32 {
+        db.put(&key.to_be_bytes(), b"v").unwrap();
+    }
+    assert!(db.conflict_stats().0.expired >= 1, "{:?}", db.conflict_stats());
+    let before = registry_takes(&db);
+    let put = writer.put(b"w-late", b"2");
+    assert!(matches!(put, Err(Error::Conflict { cause: ConflictCause::Expired })), "{put:?}");
+    assert!(registry_takes(&db) - before >= 1, "the doom count moved: the write checked under the lock");
+    // A transaction begun after those expiries writes without the lock again, and commits.
+    let mut fresh = db.begin().unwrap();
+    let before = registry_takes(&db);
+    for index in 0..PUTS {
+        fresh.put(format!("f-{index}").as_bytes(), b"1").unwrap();
+    }
+    assert_eq!(registry_takes(&db) - before, 0, "no doom since the fresh transaction began");
+    fresh.commit().unwrap();
+    assert_eq!(db.get(b"f-0").unwrap().as_deref(), Some(&b"1"[..]));
+    db.close().unwrap();
 }
