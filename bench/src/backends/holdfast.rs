@@ -83,8 +83,8 @@ impl Holdfast {
     fn sample(&self) -> Option<LockSample> {
         let stats = self.db.stats();
         let holds = stats.lock_holds;
-        let locks =
-            [holds.writer, holds.registry, holds.view, holds.watermark, holds.log].map(|hold| (hold.acquisitions, hold.held_ns));
+        let locks = [holds.writer, holds.registry, holds.view, holds.watermark, holds.log]
+            .map(|hold| (hold.acquisitions, hold.held_ns));
         LOCK_TIMING.load(Ordering::Relaxed).then_some(LockSample { commits: stats.commits, locks })
     }
 }
