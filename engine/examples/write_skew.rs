@@ -12,7 +12,6 @@
 //! cargo run -p engine --example write_skew
 //! ```
 
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use engine::{Db, Options, Transaction};
@@ -41,20 +40,11 @@ fn go_off_call(mut txn: Transaction<RealEnv>, me: &str) -> String {
     }
 }
 
-fn remove_dir_contents(env: &RealEnv, dir: &Path) -> Result<(), env::Error> {
-    if env.exists(dir)? {
-        for path in env.list_dir(dir)? {
-            env.remove_file(&path)?;
-        }
-    }
-    Ok(())
-}
-
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let env = RealEnv::new();
-    let dir = PathBuf::from(format!("/tmp/holdfast-write-skew-{}", std::process::id()));
-    remove_dir_contents(&env, &dir)?;
-    env.create_dir_all(&dir)?;
+    // A fresh scratch directory, removed with everything in it when `scratch` drops.
+    let scratch = env.temp_dir("write-skew")?;
+    let dir = scratch.path().to_path_buf();
     let db = Db::open(env.clone(), &dir, Options::default())?;
     let mut setup = db.begin()?;
     setup.put(b"alice", b"on")?;
@@ -90,8 +80,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("off call: {off:?}");
     db.close()?;
     drop(db);
-    remove_dir_contents(&env, &dir)?;
-    // `Env` has no way to remove a directory: the empty directory stays behind.
+    drop(scratch);
     if off.len() <= 1 {
         println!("held");
         Ok(())

@@ -2,8 +2,6 @@
 //! schedule, replayed on `RealEnv` in a scratch directory with the same engine options (every write fsynced).
 //! Timing uses `RealEnv::now` only.
 
-use std::path::PathBuf;
-
 use engine::Db;
 use engine_target::{EngineTarget, Op};
 use holdfast::cli::RealIo;
@@ -15,10 +13,11 @@ use holdfast::{ScheduleOf, Step};
 pub const REAL_OPS_MAX: u64 = 3_000;
 
 /// Replay up to [`REAL_OPS_MAX`] client operations of `schedule` on real IO; (operations, nanoseconds). The
-/// scratch directory's files are removed afterwards.
+/// scratch directory ([`RealEnv::temp_dir`]) is removed with everything in it afterwards, on error too.
 pub fn replay_on_real_io(schedule: &ScheduleOf<EngineTarget>) -> Result<RealIo, String> {
     let env = RealEnv::new();
-    let dir = PathBuf::from(format!("/tmp/holdfast-bench-{}/db", std::process::id()));
+    let scratch = env.temp_dir("bench").map_err(|error| format!("create a scratch directory: {error}"))?;
+    let dir = scratch.path().join("db");
     env.create_dir_all(&dir).map_err(|error| format!("create {}: {error}", dir.display()))?;
     let db = Db::open(env.clone(), &dir, schedule.config.options()).map_err(|error| format!("open: {error}"))?;
     let start = env.now();
@@ -45,9 +44,7 @@ pub fn replay_on_real_io(schedule: &ScheduleOf<EngineTarget>) -> Result<RealIo, 
     let nanos = u64::try_from((env.now() - start).as_nanos()).unwrap_or(u64::MAX).max(1);
     db.close().map_err(|error| format!("close: {error}"))?;
     drop(db);
-    for file in env.list_dir(&dir).map_err(|error| format!("list {}: {error}", dir.display()))? {
-        env.remove_file(&file).map_err(|error| format!("remove {}: {error}", file.display()))?;
-    }
+    drop(scratch);
     assert!(ops <= REAL_OPS_MAX, "replayed more than REAL_OPS_MAX");
     Ok((ops, nanos))
 }

@@ -60,7 +60,8 @@ fn second_open_is_locked_and_close_releases() {
 #[test]
 fn real_env_round_trip() {
     let env = env::RealEnv::new();
-    let dir = std::path::PathBuf::from(format!("/tmp/holdfast-engine-test-{}", std::process::id()));
+    let scratch = env.temp_dir("engine-test").unwrap();
+    let dir = scratch.path().to_path_buf();
     {
         let db = Db::open(env.clone(), &dir, Options::default().with_flush_threshold_bytes(4096)).unwrap();
         for i in 0..500u32 {
