@@ -209,6 +209,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// A length-prefixed byte string of at most `size_bytes_max` bytes.
+    #[inline]
     pub fn bytes(&mut self, size_bytes_max: usize, what: &str) -> Result<&'a [u8], DecodeError> {
         let start = self.position;
         let size_bytes = self.u32(what)? as usize;
