@@ -60,29 +60,41 @@ fn push_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(bytes);
 }
 
-/// Encode a manifest.
+/// The manifest's header: magic, format version, body size and body CRC.
+const HEADER_SIZE_BYTES: usize = 20;
+/// A table's fixed fields in the body: level, four u64s and the two key sizes.
+const TABLE_FIXED_SIZE_BYTES: usize = 1 + 4 * 8 + 2 * 4;
+
+/// Encode a manifest. The body is written in place after the header, into a buffer of the manifest's exact size
+/// (one allocation, no copy of the body); the header's size and CRC are filled in once the body is written
+/// (ADR-0157).
 pub fn encode_manifest(manifest: &Manifest) -> Vec<u8> {
-    let mut body = Vec::new();
-    body.extend_from_slice(&manifest.next_file_number.to_le_bytes());
-    body.extend_from_slice(&manifest.last_sequence.to_le_bytes());
-    body.extend_from_slice(&manifest.log_number.to_le_bytes());
-    body.extend_from_slice(&(manifest.tables.len() as u32).to_le_bytes());
+    let keys_size_bytes: usize = manifest.tables.iter().map(|table| table.min_key.len() + table.max_key.len()).sum();
+    let body_size_bytes = 3 * 8 + 4 + manifest.tables.len() * TABLE_FIXED_SIZE_BYTES + keys_size_bytes;
+    let mut out = Vec::with_capacity(HEADER_SIZE_BYTES + body_size_bytes);
+    out.extend_from_slice(&MANIFEST_MAGIC);
+    out.extend_from_slice(&MANIFEST_FORMAT_VERSION.to_le_bytes());
+    out.extend_from_slice(&[0; 8]);
+    assert_eq!(out.len(), HEADER_SIZE_BYTES, "the body starts after the header");
+    out.extend_from_slice(&manifest.next_file_number.to_le_bytes());
+    out.extend_from_slice(&manifest.last_sequence.to_le_bytes());
+    out.extend_from_slice(&manifest.log_number.to_le_bytes());
+    out.extend_from_slice(&(manifest.tables.len() as u32).to_le_bytes());
     for table in &manifest.tables {
         assert!((table.level as usize) < LEVELS, "table level out of range");
         assert!(table.min_key <= table.max_key, "table key range inverted");
-        body.push(table.level);
+        out.push(table.level);
         for value in [table.file_number, table.size_bytes, table.min_sequence, table.max_sequence] {
-            body.extend_from_slice(&value.to_le_bytes());
+            out.extend_from_slice(&value.to_le_bytes());
         }
-        push_bytes(&mut body, &table.min_key);
-        push_bytes(&mut body, &table.max_key);
+        push_bytes(&mut out, &table.min_key);
+        push_bytes(&mut out, &table.max_key);
     }
-    let mut out = Vec::with_capacity(20 + body.len());
-    out.extend_from_slice(&MANIFEST_MAGIC);
-    out.extend_from_slice(&MANIFEST_FORMAT_VERSION.to_le_bytes());
-    out.extend_from_slice(&(body.len() as u32).to_le_bytes());
-    out.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
-    out.extend_from_slice(&body);
+    assert_eq!(out.len(), HEADER_SIZE_BYTES + body_size_bytes, "a manifest is the size its tables make");
+    let body_len = (out.len() - HEADER_SIZE_BYTES) as u32;
+    let body_crc = crc32fast::hash(&out[HEADER_SIZE_BYTES..]);
+    out[12..16].copy_from_slice(&body_len.to_le_bytes());
+    out[16..20].copy_from_slice(&body_crc.to_le_bytes());
     debug_assert_eq!(decode_manifest(&out).as_ref(), Ok(manifest), "manifest encoding does not round-trip");
     out
 }
@@ -239,6 +251,52 @@ mod tests {
             let mut damaged = bytes.clone();
             damaged[index] ^= 0x10;
             assert!(decode_manifest(&damaged).is_err(), "flip at {index} accepted");
+        }
+    }
+
+    /// The encoder before ADR-0157, verbatim: the body into its own vector, then copied after the header.
+    fn encode_manifest_two_buffers(manifest: &Manifest) -> Vec<u8> {
+        let mut body = Vec::new();
+        body.extend_from_slice(&manifest.next_file_number.to_le_bytes());
+        body.extend_from_slice(&manifest.last_sequence.to_le_bytes());
+        body.extend_from_slice(&manifest.log_number.to_le_bytes());
+        body.extend_from_slice(&(manifest.tables.len() as u32).to_le_bytes());
+        for table in &manifest.tables {
+            body.push(table.level);
+            for value in [table.file_number, table.size_bytes, table.min_sequence, table.max_sequence] {
+                body.extend_from_slice(&value.to_le_bytes());
+            }
+            push_bytes(&mut body, &table.min_key);
+            push_bytes(&mut body, &table.max_key);
+        }
+        let mut out = Vec::with_capacity(20 + body.len());
+        out.extend_from_slice(&MANIFEST_MAGIC);
+        out.extend_from_slice(&MANIFEST_FORMAT_VERSION.to_le_bytes());
+        out.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        out.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+        out.extend_from_slice(&body);
+        out
+    }
+
+    /// The in-place encoder writes the very bytes the two-buffer one wrote, in one allocation of their size.
+    #[test]
+    fn the_in_place_encoder_writes_the_bytes_the_two_buffer_one_wrote() {
+        let table = |level: u8, number: u64, min: &[u8], max: &[u8]| TableMeta {
+            level,
+            file_number: number,
+            size_bytes: number * 1000,
+            min_sequence: number,
+            max_sequence: number * 3,
+            min_key: min.to_vec(),
+            max_key: max.to_vec(),
+        };
+        let many = vec![table(0, 12, b"", b"k"), table(1, 4, b"a", b"m"), table(3, 200, &[7; 300], &[9; 301])];
+        for tables in [Vec::new(), sample().tables, many] {
+            let manifest = Manifest { next_file_number: 1_000, last_sequence: 1_000, log_number: 900, tables };
+            let bytes = encode_manifest(&manifest);
+            assert_eq!(bytes, encode_manifest_two_buffers(&manifest));
+            assert_eq!(bytes.capacity(), bytes.len(), "one allocation of the exact size");
+            assert_eq!(decode_manifest(&bytes), Ok(manifest));
         }
     }
 

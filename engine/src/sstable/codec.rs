@@ -139,7 +139,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// The next `count` bytes. Checks the length against what is left before touching anything.
-    #[inline]
+    #[inline(always)]
     pub fn take(&mut self, count: usize, what: &str) -> Result<&'a [u8], DecodeError> {
         if count > self.remaining_bytes() {
             return Err(self.short_error(count, what));
@@ -156,27 +156,42 @@ impl<'a> Cursor<'a> {
     }
 
     /// The next byte.
-    #[inline]
+    #[inline(always)]
     pub fn u8(&mut self, what: &str) -> Result<u8, DecodeError> {
         Ok(self.take(1, what)?[0])
     }
 
     /// The next little-endian u32.
-    #[inline]
+    #[inline(always)]
     pub fn u32(&mut self, what: &str) -> Result<u32, DecodeError> {
         let bytes = self.take(4, what)?;
         Ok(u32::from_le_bytes(bytes.try_into().expect("took 4 bytes")))
     }
 
     /// The next little-endian u64.
-    #[inline]
+    #[inline(always)]
     pub fn u64(&mut self, what: &str) -> Result<u64, DecodeError> {
         let bytes = self.take(8, what)?;
         Ok(u64::from_le_bytes(bytes.try_into().expect("took 8 bytes")))
     }
 
     /// A canonical LEB128 u32: at most [`VARINT_SIZE_BYTES_MAX`] bytes, no overflow, no redundant zero byte.
+    ///
+    /// A one-byte varint (below 0x80: always canonical, always a u32) is read inline; any other, and every error,
+    /// goes through [`Cursor::varint_long`] from the same position, so both paths give the same answer (ADR-0155).
+    #[inline]
     pub fn varint(&mut self, what: &str) -> Result<u32, DecodeError> {
+        if let Some(&byte) = self.bytes.get(self.position)
+            && byte & 0x80 == 0
+        {
+            self.position += 1;
+            return Ok(u32::from(byte));
+        }
+        self.varint_long(what)
+    }
+
+    /// [`Cursor::varint`] of any length, byte by byte.
+    fn varint_long(&mut self, what: &str) -> Result<u32, DecodeError> {
         let start = self.position;
         let mut value: u64 = 0;
         for index in 0..VARINT_SIZE_BYTES_MAX {
@@ -194,6 +209,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// A length-prefixed byte string of at most `size_bytes_max` bytes.
+    #[inline]
     pub fn bytes(&mut self, size_bytes_max: usize, what: &str) -> Result<&'a [u8], DecodeError> {
         let start = self.position;
         let size_bytes = self.u32(what)? as usize;
@@ -232,6 +248,24 @@ mod tests {
         #[test]
         fn varint_decoder_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..8)) {
             let _ = Cursor::new(&bytes).varint("v");
+        }
+    }
+
+    /// The inline one-byte path and the byte-by-byte reader agree on every input: value, position and error.
+    #[test]
+    fn the_one_byte_varint_path_agrees_with_the_long_reader() {
+        for first in 0..=u8::MAX {
+            for rest in [&[][..], &[0x00], &[0x01], &[0x80, 0x01], &[0xFF, 0xFF, 0xFF, 0x0F]] {
+                let bytes = [&[first][..], rest].concat();
+                for start in 0..=bytes.len() {
+                    let (mut fast, mut long) = (Cursor::at(&bytes, start), Cursor::at(&bytes, start));
+                    let (fast_value, long_value) = (fast.varint("v"), long.varint_long("v"));
+                    assert_eq!(fast_value, long_value, "{bytes:?} from {start}");
+                    if fast_value.is_ok() {
+                        assert_eq!(fast.position(), long.position(), "{bytes:?} from {start}");
+                    }
+                }
+            }
         }
     }
 

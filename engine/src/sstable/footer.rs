@@ -134,7 +134,9 @@ pub struct TableMeta {
 impl TableMeta {
     /// The sealed bytes of the meta block.
     pub fn encode(&self) -> Vec<u8> {
-        let mut bytes = Vec::new();
+        // Counts, sequences, two sized keys and the CRC: the exact size, allocated once (ADR-0156).
+        let size_bytes = 8 + 4 + 8 + 8 + (4 + self.min_user_key.len()) + (4 + self.max_user_key.len()) + 4;
+        let mut bytes = Vec::with_capacity(size_bytes);
         bytes.extend_from_slice(&self.entry_count.to_le_bytes());
         bytes.extend_from_slice(&self.data_block_count.to_le_bytes());
         bytes.extend_from_slice(&self.min_sequence.to_le_bytes());
@@ -142,6 +144,7 @@ impl TableMeta {
         put_bytes(&mut bytes, &self.min_user_key);
         put_bytes(&mut bytes, &self.max_user_key);
         seal(BlockTag::Meta, &mut bytes, 0);
+        assert_eq!(bytes.len(), size_bytes, "a meta block is the size its keys make");
         debug_assert_eq!(decode_meta(&bytes).as_ref(), Ok(self), "meta block must roundtrip");
         bytes
     }
@@ -229,6 +232,10 @@ mod tests {
             max_user_key: b"c".to_vec(),
         };
         assert_eq!(decode_meta(&meta.encode()), Ok(meta.clone()));
+        let long_keys = TableMeta { min_user_key: vec![b'a'; 300], max_user_key: vec![b'z'; 7], ..meta.clone() };
+        let bytes = long_keys.encode();
+        assert_eq!(bytes.capacity(), bytes.len(), "one allocation of the exact size (ADR-0156)");
+        assert_eq!(decode_meta(&bytes), Ok(long_keys));
         let inverted = TableMeta { min_sequence: 6, ..meta.clone() };
         let mut bytes = inverted.encode_unchecked();
         seal(BlockTag::Meta, &mut bytes, 0);

@@ -17,6 +17,9 @@ use crate::{DecodeError, InternalKey, KEY_SIZE_BYTES_MAX, SEQUENCE_MAX};
 /// The smallest possible data block: one minimal entry, one restart, the counts and the CRC.
 pub const DATA_BLOCK_SIZE_BYTES_MIN: u32 = (ENTRY_SIZE_BYTES_MIN + 4 + 4 + 4 + CRC_SIZE_BYTES) as u32;
 
+/// The smallest encoded index entry: offset, size, entry count, two empty keys' sizes and two sequences.
+const INDEX_ENTRY_SIZE_BYTES_MIN: usize = 8 + 4 + 4 + (4 + 8) * 2;
+
 /// Where a data block is and which keys it holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IndexEntry {
@@ -35,7 +38,10 @@ pub struct IndexEntry {
 /// The sealed bytes of an index block.
 pub fn encode_index(entries: &[IndexEntry]) -> Vec<u8> {
     assert!(!entries.is_empty(), "a table has at least one data block");
-    let mut bytes = Vec::new();
+    let keys_size_bytes: usize =
+        entries.iter().map(|entry| entry.first_key.user_key.len() + entry.last_key.user_key.len()).sum();
+    let size_bytes = 4 + entries.len() * INDEX_ENTRY_SIZE_BYTES_MIN + keys_size_bytes + CRC_SIZE_BYTES;
+    let mut bytes = Vec::with_capacity(size_bytes);
     bytes.extend_from_slice(&u32::try_from(entries.len()).expect("block count fits u32").to_le_bytes());
     for entry in entries {
         bytes.extend_from_slice(&entry.offset.to_le_bytes());
@@ -47,6 +53,7 @@ pub fn encode_index(entries: &[IndexEntry]) -> Vec<u8> {
         bytes.extend_from_slice(&entry.last_key.sequence.to_le_bytes());
     }
     seal(BlockTag::Index, &mut bytes, 0);
+    assert_eq!(bytes.len(), size_bytes, "an index block is the size its entries make");
     debug_assert_eq!(decode_index(&bytes).as_deref(), Ok(entries), "index block must roundtrip");
     bytes
 }
@@ -60,7 +67,10 @@ pub fn decode_index(bytes: &[u8]) -> Result<Vec<IndexEntry>, DecodeError> {
     if block_count == 0 {
         return Err(DecodeError::new(0, "index lists no data blocks"));
     }
-    let mut entries: Vec<IndexEntry> = Vec::new();
+    // Room for every declared entry the bytes can hold (ADR-0156): no regrowth, and an allocation in proportion to
+    // the bytes whatever the count claims.
+    let mut entries: Vec<IndexEntry> =
+        Vec::with_capacity(block_count.min(cursor.remaining_bytes() / INDEX_ENTRY_SIZE_BYTES_MIN));
     while !cursor.is_at_end() {
         let position = cursor.position() as u64;
         let entry = decode_index_entry(&mut cursor)?;
@@ -149,6 +159,23 @@ mod tests {
             seal(BlockTag::Index, &mut bytes, 0);
             assert!(decode_index(&bytes).is_err(), "{bad:?}");
         }
+    }
+
+    /// The encoder allocates the block's exact size once; the decoder reserves only what the bytes can hold, so
+    /// a count claiming more blocks than the bytes hold is an error, not a large allocation (ADR-0156).
+    #[test]
+    fn index_buffers_are_sized_by_their_bytes() {
+        let entries = vec![entry(0, b"a", b"c"), entry(100, b"dd", b"ffff"), entry(200, b"g", b"g")];
+        let bytes = encode_index(&entries);
+        assert_eq!(bytes.capacity(), bytes.len(), "one allocation of the exact size");
+        let decoded = decode_index(&bytes).unwrap();
+        assert_eq!(decoded, entries);
+        assert_eq!(decoded.capacity(), entries.len(), "no regrowth while decoding");
+        let mut claims_more = bytes[..bytes.len() - CRC_SIZE_BYTES].to_vec();
+        claims_more[..4].copy_from_slice(&u32::MAX.to_le_bytes());
+        seal(BlockTag::Index, &mut claims_more, 0);
+        let error = decode_index(&claims_more).unwrap_err();
+        assert!(error.reason.contains("declares"), "{error}");
     }
 
     proptest! {
