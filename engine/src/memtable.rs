@@ -59,6 +59,16 @@ impl PartialEq for dyn KeyParts + '_ {
 
 impl Eq for dyn KeyParts + '_ {}
 
+/// One end of a memtable's key range ([`Memtable::key_bounds`]): a skiplist entry, kept alive while borrowed.
+pub(crate) struct KeyBound<'a>(crossbeam_skiplist::map::Entry<'a, InternalKey, (ValueKind, Vec<u8>)>);
+
+impl KeyBound<'_> {
+    /// The entry's user key, borrowed.
+    pub(crate) fn user_key(&self) -> &[u8] {
+        &self.0.key().user_key
+    }
+}
+
 /// Bytes charged per entry on top of key and value, for the flush threshold.
 pub const ENTRY_OVERHEAD_BYTES: u64 = 32;
 
@@ -170,11 +180,11 @@ impl Memtable {
         self.map.is_empty()
     }
 
-    /// The smallest and largest user key inserted (`None` when empty).
-    pub fn key_range(&self) -> Option<(Vec<u8>, Vec<u8>)> {
-        let first = self.map.front()?.key().user_key.clone();
-        let last = self.map.back()?.key().user_key.clone();
-        debug_assert!(first <= last, "a skiplist out of order");
+    /// The smallest and largest user key inserted (`None` when empty), borrowed from the skiplist's first and last
+    /// entries: no copy of either key (ADR-0158).
+    pub(crate) fn key_bounds(&self) -> Option<(KeyBound<'_>, KeyBound<'_>)> {
+        let (first, last) = (KeyBound(self.map.front()?), KeyBound(self.map.back()?));
+        debug_assert!(first.user_key() <= last.user_key(), "a skiplist out of order");
         Some((first, last))
     }
 
@@ -187,6 +197,23 @@ impl Memtable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The key range's ends are the smallest and largest user keys, whatever their sequences and kinds, borrowed
+    /// from the skiplist (ADR-0158); an empty memtable has none.
+    #[test]
+    fn key_bounds_are_the_smallest_and_largest_user_keys() {
+        let memtable = Memtable::new();
+        assert!(memtable.key_bounds().is_none());
+        memtable.insert(b"m", 1, ValueKind::Put, b"one");
+        let (low, high) = memtable.key_bounds().expect("one key");
+        assert_eq!((low.user_key(), high.user_key()), (&b"m"[..], &b"m"[..]));
+        memtable.insert(b"z", 2, ValueKind::Delete, b"");
+        memtable.insert(b"b", 3, ValueKind::Put, b"three");
+        memtable.insert(b"b", 4, ValueKind::Put, b"four");
+        memtable.insert(b"z", 5, ValueKind::Put, b"five");
+        let (low, high) = memtable.key_bounds().expect("keys");
+        assert_eq!((low.user_key(), high.user_key()), (&b"b"[..], &b"z"[..]));
+    }
 
     #[test]
     fn newest_visible_version_wins_and_tombstones_stop() {

@@ -54,6 +54,8 @@ pub(crate) struct PendingCommit {
 pub(crate) struct Immutable {
     pub(crate) memtable: Arc<Memtable>,
     pub(crate) wal_number: u64,
+    /// The segment's path, as its writer's file was opened by ([`crate::wal_writer::WalWriter::path`]).
+    pub(crate) wal_path: PathBuf,
 }
 
 /// The group-commit batches (ADR-0081): the open one new commits join, and every batch task not yet ended.
