@@ -86,15 +86,22 @@ impl Memtable {
     }
 
     /// Insert one version. Each (key, sequence) is inserted at most once: checked in `EXPENSIVE_CHECKS` builds
-    /// only (a second skiplist search per insert, under the writer lock), where the simulator runs (ADR-0132).
+    /// only, where the simulator runs (ADR-0132), by the insert's own search (ADR-0159): the skiplist inserts only
+    /// where the key is absent and builds the value only then, so a version already there is one never built.
     pub fn insert(&self, user_key: &[u8], sequence: Sequence, kind: ValueKind, value: &[u8]) {
         assert!(kind == ValueKind::Put || value.is_empty(), "a tombstone carries no value");
         let key = InternalKey::new(user_key, sequence);
-        if crate::EXPENSIVE_CHECKS {
-            assert!(!self.map.contains_key(&key), "version inserted twice");
-        }
         let charged = user_key.len() as u64 + value.len() as u64 + ENTRY_OVERHEAD_BYTES;
-        self.map.insert(key, (kind, value.to_vec()));
+        if crate::EXPENSIVE_CHECKS {
+            let mut inserted = false;
+            self.map.get_or_insert_with(key, || {
+                inserted = true;
+                (kind, value.to_vec())
+            });
+            assert!(inserted, "version inserted twice");
+        } else {
+            self.map.insert(key, (kind, value.to_vec()));
+        }
         self.size_bytes.fetch_add(charged, Ordering::Relaxed);
         self.max_sequence.fetch_max(sequence, Ordering::Relaxed);
     }
@@ -197,6 +204,23 @@ impl Memtable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A version inserted twice panics (checked by the insert's own search, ADR-0159) and leaves the first value;
+    /// the same user key at another sequence is another version.
+    #[test]
+    fn a_version_inserted_twice_panics_and_keeps_the_first() {
+        let memtable = Memtable::new();
+        memtable.insert(b"a", 1, ValueKind::Put, b"first");
+        memtable.insert(b"a", 2, ValueKind::Put, b"second");
+        let again = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            memtable.insert(b"a", 1, ValueKind::Put, b"again");
+        }));
+        let message = again.expect_err("a second insert of (a, 1) panics");
+        assert_eq!(message.downcast_ref::<&str>(), Some(&"version inserted twice"));
+        assert_eq!(memtable.get(b"a", 1), Lookup::Found(b"first".to_vec()));
+        assert_eq!(memtable.get(b"a", 2), Lookup::Found(b"second".to_vec()));
+        assert_eq!(memtable.entries().count(), 2);
+    }
 
     /// The key range's ends are the smallest and largest user keys, whatever their sequences and kinds, borrowed
     /// from the skiplist (ADR-0158); an empty memtable has none.
