@@ -137,6 +137,47 @@ impl<E: Env> Db<E> {
 mod tests {
     use crate::{Db, Options};
 
+    /// `check_invariants`' file checks, one pass over the listing with the live tables marked in bits (ADR-0160),
+    /// report what building the two lists did, in the same order: a live table missing on disk before a leaked
+    /// table file, and that before a leaked log segment; a directory holding only live files passes.
+    #[test]
+    fn file_checks_name_a_missing_table_before_a_leaked_table_before_a_leaked_log() {
+        use env::{Env, OpenOptions};
+        let env = env::SimEnv::new(17);
+        let db = Db::open(env.clone(), "/db", Options::default()).unwrap();
+        for round in 0..3u32 {
+            db.put(format!("key{round}").as_bytes(), b"v").unwrap();
+            db.flush().unwrap();
+        }
+        env.run_tasks(10_000);
+        db.check_invariants().unwrap();
+        let create = |name: &str| drop(env.open(&db.dir().join(name), OpenOptions::create_new()).unwrap());
+        create("wal-000900.log");
+        assert_eq!(db.check_invariants().unwrap_err(), "leaked log segment wal-000900.log");
+        create("table-000901.sst");
+        assert_eq!(db.check_invariants().unwrap_err(), "leaked table file table-000901.sst");
+        let live: Vec<u64> = db.inner.state().version.tables().map(|live| live.meta.file_number).collect();
+        assert_eq!(live.len(), 3, "{live:?}");
+        env.remove_file(&db.inner.table_path(live[1])).unwrap();
+        let missing = format!("table {} is in the manifest but missing on disk", live[1]);
+        assert_eq!(db.check_invariants().unwrap_err(), missing);
+        env.remove_file(&db.dir().join("table-000901.sst")).unwrap();
+        env.remove_file(&db.dir().join("wal-000900.log")).unwrap();
+        assert_eq!(db.check_invariants().unwrap_err(), missing, "still missing");
+    }
+
+    /// The live-table marks are zeroed words on the stack for up to 256 tables, and a zeroed spill beyond.
+    #[test]
+    fn live_marks_fit_inline_and_spill_beyond() {
+        let (mut inline, mut spilled) = ([u64::MAX; 4], Vec::new());
+        assert_eq!(crate::db::live_marks(&mut inline, &mut spilled, 0), &[] as &[u64]);
+        assert_eq!(crate::db::live_marks(&mut inline, &mut spilled, 65), &[0, 0]);
+        assert_eq!(crate::db::live_marks(&mut inline, &mut spilled, 256), &[0; 4]);
+        assert!(spilled.is_empty(), "no spill up to 256 tables");
+        assert_eq!(crate::db::live_marks(&mut inline, &mut spilled, 257), &[0; 5]);
+        assert_eq!(spilled.len(), 5);
+    }
+
     /// The log segments' entries, borrowed (ADR-0158), are what formatting each segment's path and copying every
     /// memtable's smallest and largest user key gave: the live segment and each immutable memtable's, named by
     /// their numbered paths, with the key range of every unflushed memtable together, through rotations, flushes
