@@ -304,7 +304,7 @@ fn rotate_log<E: Env>(inner: &Arc<Inner<E>>, state: &mut State<E>) -> Result<()>
     let old = mem::replace(&mut state.wal, next);
     let memtable = mem::replace(&mut state.memtable, Arc::new(Memtable::new()));
     assert!(old.number() < number, "log segment numbers must grow");
-    state.immutables.push_back(Immutable { memtable, wal_number: old.number() });
+    state.immutables.push_back(Immutable { memtable, wal_number: old.number(), wal_path: old.path().to_path_buf() });
     inner.publish(state);
     Ok(())
 }

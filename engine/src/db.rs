@@ -285,34 +285,72 @@ impl<E: Env> Db<E> {
         if self.inner.is_poisoned() || self.inner.closed.is_set() {
             return Ok(());
         }
-        // Numbers, not formatted names, and names, not paths: this runs after every simulator step (ADR-0136).
-        let (mut tables_on_disk, mut logs_on_disk) = (Vec::new(), Vec::new());
+        // Numbers, not formatted names, and names, not paths: this runs after every simulator step (ADR-0136). Nor
+        // a list of them: each name is checked as the listing passes it, and which live tables it found is kept in
+        // bits on the stack (ADR-0160); the errors are the ones the two lists gave, in the same order.
+        let live_count = state.version.tables().count();
+        let mut inline = [0u64; LIVE_MARK_WORDS_INLINE];
+        let mut spilled = Vec::new();
+        let found = live_marks(&mut inline, &mut spilled, live_count);
+        let (mut leaked_table, mut leaked_log) = (None, None);
         let mut classify = |name: &std::ffi::OsStr| {
             let Some(name) = name.to_str() else { return };
             if let Some(number) = parse_number(name, "table-", ".sst") {
-                tables_on_disk.push(number);
+                // The first live table of this number is marked (a version naming a number twice is Version's
+                // to refuse; the check below still reads it as the lists did).
+                let live = state.version.tables().position(|table| table.meta.file_number == number);
+                if let Some(index) = live {
+                    found[index / 64] |= 1 << (index % 64);
+                }
+                let live = live.is_some();
+                let kept = live || state.pending_outputs.contains(&number) || state.deleting_files.contains(&number);
+                if !kept && leaked_table.is_none() {
+                    leaked_table = Some(number);
+                }
             } else if let Some(number) = parse_number(name, "wal-", ".log") {
-                logs_on_disk.push(number);
+                let referenced =
+                    number == state.wal.number() || state.immutables.iter().any(|i| i.wal_number == number);
+                if !referenced && !state.deleting_files.contains(&number) && leaked_log.is_none() {
+                    leaked_log = Some(number);
+                }
             }
         };
         self.inner.env.visit_dir_names(&self.inner.dir, &mut classify).map_err(|e| format!("list_dir failed: {e}"))?;
-        for live in state.version.tables() {
-            if !tables_on_disk.contains(&live.meta.file_number) {
-                return Err(format!("table {} is in the manifest but missing on disk", live.meta.file_number));
+        let marked = |index: usize| found[index / 64] & (1 << (index % 64)) != 0;
+        for (index, live) in state.version.tables().enumerate() {
+            let number = live.meta.file_number;
+            // Unmarked: missing, unless an earlier live table of the same number was marked for it.
+            if !marked(index) && !state.version.tables().position(|t| t.meta.file_number == number).is_some_and(marked)
+            {
+                return Err(format!("table {number} is in the manifest but missing on disk"));
             }
         }
-        for number in tables_on_disk {
-            let live = state.version.tables().any(|t| t.meta.file_number == number);
-            if !live && !state.pending_outputs.contains(&number) && !state.deleting_files.contains(&number) {
-                return Err(format!("leaked table file {}", table_file_name(number)));
-            }
+        if let Some(number) = leaked_table {
+            return Err(format!("leaked table file {}", table_file_name(number)));
         }
-        for number in logs_on_disk {
-            let referenced = number == state.wal.number() || state.immutables.iter().any(|i| i.wal_number == number);
-            if !referenced && !state.deleting_files.contains(&number) {
-                return Err(format!("leaked log segment {}", wal_file_name(number)));
-            }
+        if let Some(number) = leaked_log {
+            return Err(format!("leaked log segment {}", wal_file_name(number)));
         }
         Ok(())
     }
+}
+
+/// Live tables [`Db::check_invariants`] marks in bits on the stack (64 per word); a version with more spills.
+const LIVE_MARK_WORDS_INLINE: usize = 4;
+
+/// Zeroed mark words for `count` live tables: `inline`'s first words when they are enough, else `spilled`, grown.
+pub(crate) fn live_marks<'a>(
+    inline: &'a mut [u64; LIVE_MARK_WORDS_INLINE],
+    spilled: &'a mut Vec<u64>,
+    count: usize,
+) -> &'a mut [u64] {
+    let words = count.div_ceil(64);
+    let marks = if words <= LIVE_MARK_WORDS_INLINE {
+        &mut inline[..words]
+    } else {
+        spilled.resize(words, 0);
+        &mut spilled[..]
+    };
+    marks.fill(0);
+    marks
 }

@@ -178,7 +178,7 @@ fn flush_step<E: Env>(inner: &Arc<Inner<E>>) -> Result<bool> {
             state.flush_task = None;
         }
         state.deleting_files.insert(flushed.wal_number);
-        ((flushed.wal_number, inner.wal_path(flushed.wal_number)), more)
+        ((flushed.wal_number, flushed.wal_path), more)
     };
     remove_obsolete(inner, &[obsolete_log.0], &[obsolete_log.1])?;
     Ok(more)

@@ -59,6 +59,16 @@ impl PartialEq for dyn KeyParts + '_ {
 
 impl Eq for dyn KeyParts + '_ {}
 
+/// One end of a memtable's key range ([`Memtable::key_bounds`]): a skiplist entry, kept alive while borrowed.
+pub(crate) struct KeyBound<'a>(crossbeam_skiplist::map::Entry<'a, InternalKey, (ValueKind, Vec<u8>)>);
+
+impl KeyBound<'_> {
+    /// The entry's user key, borrowed.
+    pub(crate) fn user_key(&self) -> &[u8] {
+        &self.0.key().user_key
+    }
+}
+
 /// Bytes charged per entry on top of key and value, for the flush threshold.
 pub const ENTRY_OVERHEAD_BYTES: u64 = 32;
 
@@ -76,15 +86,22 @@ impl Memtable {
     }
 
     /// Insert one version. Each (key, sequence) is inserted at most once: checked in `EXPENSIVE_CHECKS` builds
-    /// only (a second skiplist search per insert, under the writer lock), where the simulator runs (ADR-0132).
+    /// only, where the simulator runs (ADR-0132), by the insert's own search (ADR-0159): the skiplist inserts only
+    /// where the key is absent and builds the value only then, so a version already there is one never built.
     pub fn insert(&self, user_key: &[u8], sequence: Sequence, kind: ValueKind, value: &[u8]) {
         assert!(kind == ValueKind::Put || value.is_empty(), "a tombstone carries no value");
         let key = InternalKey::new(user_key, sequence);
-        if crate::EXPENSIVE_CHECKS {
-            assert!(!self.map.contains_key(&key), "version inserted twice");
-        }
         let charged = user_key.len() as u64 + value.len() as u64 + ENTRY_OVERHEAD_BYTES;
-        self.map.insert(key, (kind, value.to_vec()));
+        if crate::EXPENSIVE_CHECKS {
+            let mut inserted = false;
+            self.map.get_or_insert_with(key, || {
+                inserted = true;
+                (kind, value.to_vec())
+            });
+            assert!(inserted, "version inserted twice");
+        } else {
+            self.map.insert(key, (kind, value.to_vec()));
+        }
         self.size_bytes.fetch_add(charged, Ordering::Relaxed);
         self.max_sequence.fetch_max(sequence, Ordering::Relaxed);
     }
@@ -170,11 +187,11 @@ impl Memtable {
         self.map.is_empty()
     }
 
-    /// The smallest and largest user key inserted (`None` when empty).
-    pub fn key_range(&self) -> Option<(Vec<u8>, Vec<u8>)> {
-        let first = self.map.front()?.key().user_key.clone();
-        let last = self.map.back()?.key().user_key.clone();
-        debug_assert!(first <= last, "a skiplist out of order");
+    /// The smallest and largest user key inserted (`None` when empty), borrowed from the skiplist's first and last
+    /// entries: no copy of either key (ADR-0158).
+    pub(crate) fn key_bounds(&self) -> Option<(KeyBound<'_>, KeyBound<'_>)> {
+        let (first, last) = (KeyBound(self.map.front()?), KeyBound(self.map.back()?));
+        debug_assert!(first.user_key() <= last.user_key(), "a skiplist out of order");
         Some((first, last))
     }
 
@@ -187,6 +204,40 @@ impl Memtable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A version inserted twice panics (checked by the insert's own search, ADR-0159) and leaves the first value;
+    /// the same user key at another sequence is another version.
+    #[test]
+    fn a_version_inserted_twice_panics_and_keeps_the_first() {
+        let memtable = Memtable::new();
+        memtable.insert(b"a", 1, ValueKind::Put, b"first");
+        memtable.insert(b"a", 2, ValueKind::Put, b"second");
+        let again = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            memtable.insert(b"a", 1, ValueKind::Put, b"again");
+        }));
+        let message = again.expect_err("a second insert of (a, 1) panics");
+        assert_eq!(message.downcast_ref::<&str>(), Some(&"version inserted twice"));
+        assert_eq!(memtable.get(b"a", 1), Lookup::Found(b"first".to_vec()));
+        assert_eq!(memtable.get(b"a", 2), Lookup::Found(b"second".to_vec()));
+        assert_eq!(memtable.entries().count(), 2);
+    }
+
+    /// The key range's ends are the smallest and largest user keys, whatever their sequences and kinds, borrowed
+    /// from the skiplist (ADR-0158); an empty memtable has none.
+    #[test]
+    fn key_bounds_are_the_smallest_and_largest_user_keys() {
+        let memtable = Memtable::new();
+        assert!(memtable.key_bounds().is_none());
+        memtable.insert(b"m", 1, ValueKind::Put, b"one");
+        let (low, high) = memtable.key_bounds().expect("one key");
+        assert_eq!((low.user_key(), high.user_key()), (&b"m"[..], &b"m"[..]));
+        memtable.insert(b"z", 2, ValueKind::Delete, b"");
+        memtable.insert(b"b", 3, ValueKind::Put, b"three");
+        memtable.insert(b"b", 4, ValueKind::Put, b"four");
+        memtable.insert(b"z", 5, ValueKind::Put, b"five");
+        let (low, high) = memtable.key_bounds().expect("keys");
+        assert_eq!((low.user_key(), high.user_key()), (&b"b"[..], &b"z"[..]));
+    }
 
     #[test]
     fn newest_visible_version_wins_and_tombstones_stop() {

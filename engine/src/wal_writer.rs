@@ -180,6 +180,11 @@ impl<E: Env> WalWriter<E> {
         self.number
     }
 
+    /// The segment's path: the one its file was opened by (`Inner::wal_path` of its number).
+    pub(crate) fn path(&self) -> &std::path::Path {
+        self.tail.file.path()
+    }
+
     #[cfg(test)]
     pub(crate) fn end_offset(&self) -> u64 {
         self.end_offset

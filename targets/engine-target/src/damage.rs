@@ -69,10 +69,15 @@ pub fn record(excuses: &mut DamageExcuses, last: &mut Recorded, db: &Db<SimEnv>)
             return;
         }
         excuses.record(path, min_key, max_key);
-        let file = FileKeyRange { path: path.to_path_buf(), min_key: min_key.to_vec(), max_key: max_key.to_vec() };
         match slot {
-            Some(slot) => *slot = file,
-            None => last.files.push(file),
+            // Copied into the slot's own buffers: a changed entry is most often the live memtable's range widening,
+            // and its path and keys fit where the last ones were (ADR-0158).
+            Some(slot) => copy_into(slot, path, min_key, max_key),
+            None => last.files.push(FileKeyRange {
+                path: path.to_path_buf(),
+                min_key: min_key.to_vec(),
+                max_key: max_key.to_vec(),
+            }),
         }
         changed = true;
     });
@@ -84,6 +89,17 @@ pub fn record(excuses: &mut DamageExcuses, last: &mut Recorded, db: &Db<SimEnv>)
         last.newest_log = last.files.iter().filter_map(|file| log_number(&file.path)).max();
     }
     last.newest_log
+}
+
+/// Overwrite `file` with `path` and keys, reusing its buffers (no allocation when they fit).
+fn copy_into(file: &mut FileKeyRange, path: &Path, min_key: &[u8], max_key: &[u8]) {
+    let name = file.path.as_mut_os_string();
+    name.clear();
+    name.push(path.as_os_str());
+    file.min_key.clear();
+    file.min_key.extend_from_slice(min_key);
+    file.max_key.clear();
+    file.max_key.extend_from_slice(max_key);
 }
 
 /// The number of a log segment's file (`wal-000009.log` is 9); `None` for any other file. Reads the name in place
@@ -151,6 +167,30 @@ mod tests {
             let not_utf8 = std::ffi::OsStr::from_bytes(b"/db/wal-00\xff9.log");
             assert_eq!(log_number(Path::new(not_utf8)), None);
         }
+    }
+
+    /// A changed entry is copied into the slot it replaces (ADR-0158): the slot then equals the freshly built
+    /// entry, longer or shorter, and its buffers are reused when the new path and keys fit.
+    #[test]
+    fn copy_into_overwrites_in_place() {
+        let mut file = FileKeyRange {
+            path: PathBuf::from("/db/wal-000012.log"),
+            min_key: b"k00000001".to_vec(),
+            max_key: b"k00000099".to_vec(),
+        };
+        let pointers = |file: &FileKeyRange| (file.min_key.as_ptr(), file.max_key.as_ptr());
+        let before = pointers(&file);
+        copy_into(&mut file, Path::new("/db/wal-000013.log"), b"k00000000", b"k0000012");
+        let expected = FileKeyRange {
+            path: PathBuf::from("/db/wal-000013.log"),
+            min_key: b"k00000000".to_vec(),
+            max_key: b"k0000012".to_vec(),
+        };
+        assert_eq!(file, expected);
+        assert_eq!(pointers(&file), before, "keys that fit are copied into the same buffers");
+        copy_into(&mut file, Path::new("/db/table-000001234567.sst"), b"a", b"a much longer key than before");
+        assert_eq!(file.path, Path::new("/db/table-000001234567.sst"));
+        assert_eq!((&file.min_key[..], &file.max_key[..]), (&b"a"[..], &b"a much longer key than before"[..]));
     }
 
     /// `record` skips a list equal to the last one (ADR-0126), and still records every file and range: through
