@@ -296,4 +296,36 @@ mod tests {
         assert_eq!(unseal(BlockTag::Meta, &framed[7..]), Ok(&b"contents"[..]));
         assert!(unseal(BlockTag::Meta, &framed).is_err(), "the header is not under the CRC");
     }
+
+    /// CRC-32 (IEEE, reflected, polynomial 0xEDB88320) one bit at a time: the reference `crc32fast`'s SIMD paths
+    /// are checked against, since release builds compile `crc32fast` without its own assertions (ADR-0154).
+    fn bitwise_crc32(bytes: &[u8]) -> u32 {
+        let mut crc = !0u32;
+        for &byte in bytes {
+            crc ^= u32::from(byte);
+            for _ in 0..8 {
+                crc = if crc & 1 == 1 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
+            }
+        }
+        !crc
+    }
+
+    #[test]
+    fn crc32fast_agrees_with_a_bitwise_crc32_at_every_length() {
+        assert_eq!(crc32fast::hash(b"123456789"), 0xCBF4_3926, "the CRC-32 check value");
+        assert_eq!(bitwise_crc32(b"123456789"), 0xCBF4_3926, "the reference's check value");
+        // Lengths across the SIMD loop's 64-byte folds and its tails, at every alignment of the first byte.
+        let bytes: Vec<u8> = (0..1100u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+        for start in 0..16 {
+            for end in (start..bytes.len()).step_by(7) {
+                let slice = &bytes[start..end];
+                assert_eq!(crc32fast::hash(slice), bitwise_crc32(slice), "bytes {start}..{end}");
+                let mut hasher = crc32fast::Hasher::new();
+                let (head, tail) = slice.split_at(slice.len() / 3);
+                hasher.update(head);
+                hasher.update(tail);
+                assert_eq!(hasher.finalize(), bitwise_crc32(slice), "bytes {start}..{end} in two updates");
+            }
+        }
+    }
 }
