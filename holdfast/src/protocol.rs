@@ -147,6 +147,10 @@ impl<T: Target> Session<T> {
             self.recover()?;
         }
         assert!(!self.env().is_halted(), "world left halted after a step");
+        if let Some(refused) = self.env().refused_thread() {
+            // A thread the world did not start called into it (ADR-0169): the run's failure, named.
+            std::panic::panic_any(refused);
+        }
         self.target.check(&mut self.world, Some(&observed))?;
         Ok(observed)
     }
@@ -173,7 +177,9 @@ impl<T: Target> Session<T> {
     fn apply_world(&mut self, step: &WorldStep) -> Result<Observed<T::Observation>, Violation> {
         match step {
             WorldStep::Crash => {
-                self.env().crash();
+                // The power stays off while the old system is dropped: none of its threads touches the disk
+                // again (ADR-0168); recovery powers the world on.
+                self.env().cut_power();
                 self.world.count("crashes");
                 self.recover()
             }
@@ -182,9 +188,10 @@ impl<T: Target> Session<T> {
                 Ok(Observed::Armed { k: *k })
             }
             WorldStep::CrashDuringRecovery { k } => {
-                self.env().crash();
+                self.env().cut_power();
                 self.world.count("crashes");
                 self.target.drop_system();
+                self.env().restart();
                 self.env().crash_at_io((*k).max(1));
                 let opened = self.open_system()?;
                 if !opened && self.env().is_halted() {
@@ -323,7 +330,7 @@ impl<T: Target> Session<T> {
             return Ok(());
         }
         self.stage = "final_crash";
-        self.env().crash();
+        self.env().cut_power();
         self.world.count("crashes");
         self.recover()?;
         if !self.target.is_open() && !self.world.damaged() {

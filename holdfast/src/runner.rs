@@ -4,7 +4,6 @@
 use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::hash::Hasher;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -21,8 +20,8 @@ use crate::target::{Coverage, FailureKind, Target, Violation};
 
 mod panics;
 
-use panics::guarded;
 pub use panics::{DEADLOCK_INVARIANT, PANIC_VERBOSE_ENV_VAR, install_panic_hook};
+use panics::{contained, guarded};
 
 /// The most steps one run may have.
 pub const STEPS_MAX: u64 = 100_000_000;
@@ -381,7 +380,11 @@ struct Run<T: Target> {
 impl<T: Target> Run<T> {
     fn fail(&mut self, step: u64, phase: &str, violation: Violation) {
         // A panic or a work budget overrun unwound through the system: it may be mid-operation.
-        self.panicked |= violation.kind == FailureKind::Panic || violation.invariant == WORK_BUDGET_INVARIANT;
+        // A deadlock too: its threads (or its only one) stopped inside a wait, and dropping the system could wait
+        // again while unwinding (ADR-0169).
+        self.panicked |= violation.kind == FailureKind::Panic
+            || violation.invariant == WORK_BUDGET_INVARIANT
+            || violation.invariant == DEADLOCK_INVARIANT;
         self.failure = Some(self.recorder.failure(step, phase, violation));
     }
 }
@@ -411,13 +414,16 @@ fn execute<T: Target>(
     run_steps(&mut run, &mut session, &mut schedule, replay, steps_total);
     if run.failure.is_none() {
         Progress::publish(2, run.steps_run);
-        env.set_step(run.steps_run);
-        env.set_work_limit(Some(work_limit(run.steps_run, true)));
-        if let Err(violation) = guarded("finale", || session.finale()) {
+        let finale = guarded("finale", || {
+            env.set_step(run.steps_run);
+            env.set_work_limit(Some(work_limit(run.steps_run, true)));
+            session.finale()
+        });
+        if let Err(violation) = finale {
             run.fail(run.steps_run, session.stage, violation);
         }
     }
-    env.set_work_limit(None);
+    poisoned_world(&mut run, &env);
     run.recorder.hasher.write_u64(u64::from(run.failure.is_some()));
     let coverage = if run.panicked {
         Coverage::default()
@@ -456,10 +462,13 @@ fn run_steps<T: Target>(
             },
         };
         Progress::publish(1, index);
-        env.set_step(index);
-        env.set_work_limit(Some(work_limit(index + 1, false)));
         run.steps_run += 1;
-        let result = guarded("step", || session.apply(&step));
+        // Inside the guard: a world a panic poisoned fails the step instead of the process (ADR-0169).
+        let result = guarded("step", || {
+            env.set_step(index);
+            env.set_work_limit(Some(work_limit(index + 1, false)));
+            session.apply(&step)
+        });
         match result {
             Ok(observation) => {
                 let stuck = session.world.reopen_pending;
@@ -499,7 +508,29 @@ fn dispose<S>(session: S, panicked: bool) {
         std::mem::forget(session);
         return;
     }
-    let _ = catch_unwind(AssertUnwindSafe(move || drop(session)));
+    contained(move || drop(session));
+}
+
+/// The invariant of a run whose world a panic poisoned (ADR-0169).
+pub const POISONED_WORLD_INVARIANT: &str = "no_panic_world";
+
+/// After the run: a world a panic poisoned (a panic while its lock was held) cannot be read any more, so the run
+/// is a failure (unless it already is one) and nothing more reads it; otherwise the work limit is lifted.
+fn poisoned_world<T: Target>(run: &mut Run<T>, env: &SimEnv) {
+    if !env.is_poisoned() {
+        env.set_work_limit(None);
+        return;
+    }
+    if run.failure.is_none() {
+        let actual = "a panic while the simulated world's lock was held poisoned it (its thread and message are \
+                      printed above)";
+        run.fail(
+            run.steps_run,
+            "world",
+            Violation::new(POISONED_WORLD_INVARIANT, FailureKind::Panic, "no panic", actual),
+        );
+    }
+    run.panicked = true;
 }
 
 fn outcome<T: Target>(run: Run<T>, schedule: ScheduleOf<T>, coverage: Coverage, env: &SimEnv) -> OutcomeOf<T> {
@@ -515,7 +546,7 @@ fn outcome<T: Target>(run: Run<T>, schedule: ScheduleOf<T>, coverage: Coverage, 
         trace: run.recorder.trace,
         cpu_nanos: None,
         schedule,
-        crash_image: env.last_crash_image(),
+        crash_image: if env.is_poisoned() { None } else { env.last_crash_image() },
     }
 }
 

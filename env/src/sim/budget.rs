@@ -6,9 +6,10 @@
 //! run: only reaching the limit does.
 
 use std::fmt;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::SimEnv;
+use super::driver::{lock_owned, raise_refusal};
 use super::threads::{MAIN_THREAD, index_in};
 use super::world::World;
 
@@ -44,9 +45,8 @@ impl World {
 }
 
 /// Lock the world for one counted call; panics (after releasing the lock) when the call passes the work limit.
-pub(super) fn lock_charged<'a>(world: &'a Mutex<World>, units: u64, call: &'static str) -> MutexGuard<'a, World> {
-    let mut guard = world.lock().expect("SimEnv world poisoned by an earlier panic");
-    guard.assert_owner();
+pub(super) fn lock_charged<'a>(world: &'a Arc<Mutex<World>>, units: u64, call: &'static str) -> MutexGuard<'a, World> {
+    let mut guard = lock_owned(world);
     if let Some(sched) = guard.threads.clone() {
         // A yield point (ADR-0104): another of the world's threads may run before this call does.
         drop(guard);
@@ -55,6 +55,7 @@ pub(super) fn lock_charged<'a>(world: &'a Mutex<World>, units: u64, call: &'stat
         sched.yield_now(me);
         guard = world.lock().expect("SimEnv world poisoned by an earlier panic");
     }
+    let mut guard = raise_refusal(guard);
     if let Some(exceeded) = guard.charge(units, call) {
         drop(guard);
         std::panic::panic_any(exceeded);

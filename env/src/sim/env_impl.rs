@@ -162,7 +162,7 @@ impl Env for SimEnv {
 
     fn exists(&self, path: &Path) -> Result<bool> {
         let world = self.lock_call("exists");
-        if world.halted {
+        if world.halted || world.caller_outlived() {
             return Err(Error::Crashed { op: Op::Exists, path: path.into() });
         }
         Ok(world.disk.lookup(path).is_some())

@@ -276,7 +276,7 @@ impl File for SimFile {
         if world.epoch != self.epoch {
             return Err(Error::StaleHandle { op: Op::Len, path: self.path.clone() });
         }
-        if world.halted {
+        if world.halted || world.caller_outlived() {
             return Err(Error::Crashed { op: Op::Len, path: self.path.clone() });
         }
         Ok(world.disk.inode(self.inode).expect("open inode exists").current.len() as u64)

@@ -14,6 +14,7 @@
 
 mod budget;
 mod disk;
+pub(crate) mod driver;
 mod env_impl;
 mod faults;
 mod file;
@@ -22,6 +23,7 @@ mod operator;
 mod paged;
 mod persistence;
 mod posix;
+mod power;
 mod scheduler;
 pub(crate) mod threads;
 mod world;
@@ -35,6 +37,7 @@ use std::time::Duration;
 
 pub use self::budget::WorkBudgetExceeded;
 use self::disk::Node;
+pub use self::driver::on_world_thread;
 pub use self::env_impl::SimLock;
 pub use self::faults::{ExplicitFault, FaultConfig, FaultKeying, FaultKind, FaultRecord};
 pub use self::file::SimFile;
@@ -116,9 +119,7 @@ impl SimEnv {
     }
 
     fn lock_world(&self) -> MutexGuard<'_, World> {
-        let mut world = self.world.lock().expect("SimEnv world poisoned by an earlier panic");
-        world.assert_owner();
-        world
+        driver::lock_owned(&self.world)
     }
 
     /// The seed this world was made from.
@@ -130,15 +131,12 @@ impl SimEnv {
 
     /// Cut the power now and restart: volatile state is kept, dropped or torn (ADR-0004), every handle and task
     /// from before is dead, locks are released. A new instance opened afterwards sees the crash image.
+    ///
+    /// The same as [`SimEnv::cut_power`] then [`SimEnv::restart`] with nothing in between: the threads of the
+    /// system that was running stay dead (ADR-0168).
     pub fn crash(&self) {
-        let cancelled = {
-            let mut world = self.lock_world();
-            world.apply_crash();
-            world.last_crash = None;
-            world.halted = false;
-            std::mem::take(&mut world.cancelled)
-        };
-        drop(cancelled);
+        self.cut_power();
+        self.restart();
     }
 
     /// Arm a crash at the `k`-th IO call from now (`k >= 1`): that call fails with [`crate::Error::Crashed`], the crash

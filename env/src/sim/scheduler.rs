@@ -82,8 +82,14 @@ impl SimEnv {
         let mut world = self.lock_call("spawn");
         let id = world.next_task_id;
         world.next_task_id += 1;
-        world.tasks.insert(id, TaskSlot { name: name.to_string(), task: Some(task) });
-        TaskHandle { id, name: name.to_string(), epoch: world.epoch }
+        // A thread of a system a crash ended starts nothing: its task is cancelled at once (ADR-0168).
+        let epoch = world.caller_epoch();
+        if epoch == world.epoch {
+            world.tasks.insert(id, TaskSlot { name: name.to_string(), task: Some(task) });
+        } else {
+            world.cancelled.push(task);
+        }
+        TaskHandle { id, name: name.to_string(), epoch }
     }
 
     /// [`Env::wait`](crate::Env::wait): run the task's remaining steps inline, on the caller's stack.

@@ -98,6 +98,12 @@ pub(crate) fn scheduled() -> Option<(Arc<Sched>, usize)> {
     found.filter(|(sched, _)| !sched.aborted())
 }
 
+/// True on a thread a simulated world started (`env::thread::spawn` on `SimEnv`), live or not: its panic is the
+/// world's to report (ADR-0169).
+pub(crate) fn is_world_thread() -> bool {
+    CURRENT.with(|slot| slot.borrow().as_ref().is_some_and(|(_, id)| *id != MAIN_THREAD))
+}
+
 /// This OS thread's index in `sched`, if it is one of its threads.
 pub(crate) fn index_in(sched: &Arc<Sched>) -> Option<usize> {
     CURRENT.with(|slot| {
@@ -343,6 +349,7 @@ impl super::SimEnv {
         };
         let me = index_in(&sched).unwrap_or(MAIN_THREAD);
         let index = sched.register(name);
+        self.lock_world().note_thread(index, me);
         let runner = Arc::clone(&sched);
         let os = crate::thread::start_os_thread(name, Box::new(move || runner.run_thread(index, body)));
         sched.yield_now(me);

@@ -14,6 +14,7 @@ use super::persistence::CrashImage;
 use super::scheduler::TaskSlot;
 use super::threads::{Sched, index_in};
 use crate::random::{DeterministicRng, chance_ppm, hash_bytes, keyed};
+use crate::thread::ThreadFailure;
 use crate::{Error, Op, Result, Task};
 
 /// What the fault keying knows about one path.
@@ -76,6 +77,11 @@ pub(super) struct World {
     /// Keep the image each crash leaves (`--export-image`), and the last one kept.
     pub(super) keep_crash_image: bool,
     pub(super) last_crash_image: Option<CrashImage>,
+    /// The crash epoch each of the world's threads was born in, by scheduler index ([`super::power`], ADR-0168).
+    pub(super) thread_births: Vec<u64>,
+    /// The first thread the world refused (not the owner, not one of its threads), for the owner to raise
+    /// ([`super::driver`], ADR-0169).
+    pub(super) refused: Option<ThreadFailure>,
 }
 
 /// Keyed crash decisions: pure functions of (seed, crash number, the operation's stable key).
@@ -187,23 +193,32 @@ impl World {
             threads: None,
             keep_crash_image: false,
             last_crash_image: None,
+            thread_births: Vec::new(),
+            refused: None,
         }
     }
 
     /// Only the thread that first drove this world, and the threads it started with `env::thread::spawn`, may
-    /// drive it: any other thread runs unscheduled, and the run would depend on the OS's timing.
-    pub(super) fn assert_owner(&mut self) {
+    /// drive it: any other thread runs unscheduled, and the run would depend on the OS's timing. `Ok(true)` when
+    /// the calling thread just became the owner; `Err` names the refused thread and why ([`super::driver`]).
+    pub(super) fn check_owner(&mut self) -> std::result::Result<bool, ThreadFailure> {
         let me = current_thread_id();
         match self.owner {
-            None => self.owner = Some(me),
-            Some(owner) if owner == me => {}
-            Some(_) if self.threads.as_ref().is_some_and(|sched| index_in(sched).is_some()) => {}
-            Some(_) => panic!(
-                "SimEnv driven from a second OS thread ({}) that the simulator did not start: its timing would \
-                 decide the run. Start threads with env::thread::spawn (and use env::sync's Mutex, Condvar and \
-                 channel), so that the seed schedules them",
-                std::thread::current().name().unwrap_or("unnamed")
-            ),
+            None => {
+                self.owner = Some(me);
+                Ok(true)
+            }
+            Some(owner) if owner == me => Ok(false),
+            Some(_) if self.threads.as_ref().is_some_and(|sched| index_in(sched).is_some()) => Ok(false),
+            Some(_) => {
+                let thread = std::thread::current().name().unwrap_or("unnamed").to_string();
+                let message = format!(
+                    "SimEnv driven from a second OS thread ({thread}) that the simulator did not start: its timing \
+                     would decide the run. Start threads with env::thread::spawn (and use env::sync's Mutex, \
+                     Condvar and channel), so that the seed schedules them"
+                );
+                Err(ThreadFailure::Panicked { thread, message })
+            }
         }
     }
 
@@ -217,12 +232,13 @@ impl World {
         }
     }
 
-    /// The gate every IO passes: stale handles, power off, and an armed crash.
+    /// The gate every IO passes: stale handles, power off, a thread of a system a crash ended (ADR-0168), and an
+    /// armed crash.
     pub(super) fn begin_io(&mut self, op: Op, path: &Path, handle_epoch: Option<u64>) -> Result<()> {
         if handle_epoch.is_some_and(|epoch| epoch != self.epoch) {
             return Err(Error::StaleHandle { op, path: path.to_path_buf() });
         }
-        if self.halted {
+        if self.halted || self.caller_outlived() {
             return Err(Error::Crashed { op, path: path.to_path_buf() });
         }
         self.io_count += 1;

@@ -100,6 +100,15 @@ impl<T: ?Sized> Mutex<T> {
                 }
             }
         }
+        match self.inner.try_lock() {
+            Ok(guard) => return Ok(self.wrap(guard)),
+            Err(TryLockError::Poisoned(poisoned)) => return Err(PoisonError::new(self.wrap(poisoned.into_inner()))),
+            // Held: by this very thread when it drives a world alone, a deadlock (ADR-0169).
+            #[cfg(feature = "sim")]
+            Err(TryLockError::WouldBlock) => crate::sim::driver::deadlock_if_alone(operation, location),
+            #[cfg(not(feature = "sim"))]
+            Err(TryLockError::WouldBlock) => {}
+        }
         let _ = (operation, location);
         self.wrap_result(self.inner.lock())
     }
@@ -213,6 +222,9 @@ impl Condvar {
             sched.block(me, BlockPoint { resource, operation, location });
             return mutex.lock_at(operation, location);
         }
+        // The only thread of a world waits: nobody can notify it (ADR-0169).
+        #[cfg(feature = "sim")]
+        crate::sim::driver::deadlock_if_alone(operation, location);
         let std_guard = guard.guard.take().expect("a live guard holds the lock");
         drop(guard);
         mutex.wrap_result(self.inner.wait(std_guard))

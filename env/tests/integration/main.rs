@@ -8,6 +8,7 @@ mod fs_facade;
 mod fs_std_oracle;
 mod model;
 mod persistence;
+mod power;
 mod probes;
 mod properties;
 mod real_env;

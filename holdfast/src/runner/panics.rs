@@ -6,31 +6,75 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use crate::budget::overrun;
 use crate::target::{FailureKind, Violation};
 
-/// Set this environment variable to have [`install_panic_hook`] print every panic as it happens (one line each).
+/// Set this environment variable to have [`install_panic_hook`] print every panic as it happens (one line each),
+/// the ones a run reports as its failure too.
 pub const PANIC_VERBOSE_ENV_VAR: &str = "SIMULATOR_PANIC_VERBOSE";
 
 thread_local! {
     /// Where the last panic on this thread happened (`file:line`), recorded by [`install_panic_hook`].
     static LAST_PANIC_LOCATION: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+    /// How many [`guarded`] or [`contained`] calls this thread is inside: a panic there is reported (or
+    /// deliberately dropped) by the runner, so the hook need not print it.
+    static CAUGHT_DEPTH: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
 }
 
 /// Record every panic's location for the failure report instead of printing the default message and backtrace:
-/// a run that panics is reported as a [`FailureKind::Panic`] violation with its message and that location
-/// (`SIMULATOR_PANIC_VERBOSE=1` prints each panic too). For the command line; tests keep the default hook.
+/// a run that panics is reported as a [`FailureKind::Panic`] violation with its message and that location.
+/// Every other panic (on a thread the simulator did not start, in the runner itself) is printed on stderr at once,
+/// one line with its thread, location and message, so no panic ends a process silently (ADR-0169);
+/// `SIMULATOR_PANIC_VERBOSE=1` prints the reported ones too. For the command line; tests keep the default hook.
 pub fn install_panic_hook() {
     std::panic::set_hook(Box::new(|info| {
         let location = info.location().map(|location| format!("{}:{}", location.file(), location.line()));
-        if std::env::var_os(PANIC_VERBOSE_ENV_VAR).is_some() {
-            eprintln!("simulator: panic at {}: {info}", location.as_deref().unwrap_or("<unknown>"));
+        if std::env::var_os(PANIC_VERBOSE_ENV_VAR).is_some() || !reported_elsewhere() {
+            let thread = std::thread::current();
+            eprintln!(
+                "simulator: thread '{}' panicked at {}: {}",
+                thread.name().unwrap_or("<unnamed>"),
+                location.as_deref().unwrap_or("<unknown>"),
+                panic_text(info.payload())
+            );
         }
         LAST_PANIC_LOCATION.with(|slot| slot.borrow_mut().clone_from(&location));
     }));
 }
 
+/// True when the panic on this thread is the runner's to report: inside [`guarded`] or [`contained`], or on a
+/// thread a simulated world started (its world reports it on the driving thread, inside [`guarded`]).
+fn reported_elsewhere() -> bool {
+    CAUGHT_DEPTH.with(std::cell::Cell::get) > 0 || env::sim::on_world_thread()
+}
+
+/// The text of a panic payload (`&str`, `String`, or a simulated world's [`env::thread::ThreadFailure`]).
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(text) = payload.downcast_ref::<&str>() {
+        (*text).to_string()
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text.clone()
+    } else if let Some(failure) = payload.downcast_ref::<env::thread::ThreadFailure>() {
+        failure.to_string()
+    } else {
+        "<non-string panic payload>".to_string()
+    }
+}
+
+/// Run `f` with this thread's panics counted as caught ([`reported_elsewhere`]).
+fn caught<R>(f: impl FnOnce() -> R) -> std::thread::Result<R> {
+    CAUGHT_DEPTH.with(|depth| depth.set(depth.get() + 1));
+    let result = catch_unwind(AssertUnwindSafe(f));
+    CAUGHT_DEPTH.with(|depth| depth.set(depth.get() - 1));
+    result
+}
+
+/// Run `f` and drop a panic it raises, unprinted: a system dropped after its run failed may panic again.
+pub(super) fn contained(f: impl FnOnce()) {
+    let _ = caught(f);
+}
+
 /// Run `f`, turning a panic into a [`FailureKind::Panic`] violation (with its location when the hook recorded it).
 pub(super) fn guarded<R>(what: &str, f: impl FnOnce() -> Result<R, Violation>) -> Result<R, Violation> {
     LAST_PANIC_LOCATION.with(|slot| slot.borrow_mut().take());
-    match catch_unwind(AssertUnwindSafe(f)) {
+    match caught(f) {
         Ok(result) => result,
         Err(payload) => {
             if let Some(violation) = overrun(payload.as_ref()) {
@@ -39,11 +83,7 @@ pub(super) fn guarded<R>(what: &str, f: impl FnOnce() -> Result<R, Violation>) -
             if let Some(violation) = thread_failure(what, payload.as_ref()) {
                 return Err(violation);
             }
-            let mut message = payload
-                .downcast_ref::<&str>()
-                .map(|text| (*text).to_string())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "<non-string panic payload>".to_string());
+            let mut message = panic_text(payload.as_ref());
             if let Some(location) = LAST_PANIC_LOCATION.with(|slot| slot.borrow_mut().take()) {
                 message = format!("{message} (at {location})");
             }
