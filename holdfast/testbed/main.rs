@@ -11,6 +11,13 @@
 //! the shrinker removes. With `HOLDFAST_TESTBED_BUILT_WITH` set, the binary stands in for one built with
 //! `--features planted-bug` (`Cli::built_with`), as a user's `#[cfg(feature = ..)]` would make it. Its
 //! `beyond` menu is invalid on purpose (a backwards disk quota range, ADR-0139).
+//!
+//! `testbed-checkpointer` (`checkpointer.rs`) is a correct store whose checkpointer thread removes covered files
+//! by path after its directory sync: it passes only because a crash stops the world (ADR-0168).
+//! `testbed-foreign` (`foreign.rs`) calls the world from a plain `std::thread`: its run fails, loudly (ADR-0169).
+
+mod checkpointer;
+mod foreign;
 
 use std::process::ExitCode;
 
@@ -189,7 +196,9 @@ fn spin() -> ! {
 fn main() -> ExitCode {
     let cli = Cli::new("holdfast-testbed", "cargo run -p holdfast --bin holdfast-testbed --")
         .target::<Testbed>()
-        .target::<Pinned>();
+        .target::<Pinned>()
+        .target::<checkpointer::Checkpointer>()
+        .target::<foreign::Foreign>();
     let cli = if std::env::var_os(BUILT_WITH_ENV_VAR).is_some() { cli.built_with("planted-bug") } else { cli };
     cli.run()
 }

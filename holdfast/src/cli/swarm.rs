@@ -17,6 +17,8 @@ use crate::target::{FailureKind, Target, probe_counter};
 
 /// The most bytes of a child's stderr a `no_abort` failure quotes.
 const CHILD_STDERR_BYTES_MAX: usize = 2000;
+/// The most characters of a panic's message the failure list prints under each panic.
+const PANIC_MESSAGE_CHARS_MAX: usize = 400;
 
 fn progress_bar(seeds: u64) -> ProgressBar {
     let target =
@@ -289,6 +291,11 @@ fn print_summary(
             failure.invariant,
             failure.kind
         );
+        if failure.kind == FailureKind::Panic {
+            // The panic's message (a child's, under --isolate): the invariant alone says nothing (ADR-0169).
+            let message: String = failure.actual.chars().take(PANIC_MESSAGE_CHARS_MAX).collect();
+            outln!("  message: {message}");
+        }
     }
     if let Some(first) = summary.failures.first() {
         outln!("first failure: seed={} step={} invariant={}", first.seed, first.step, first.invariant);
