@@ -13,6 +13,7 @@ pub const CANARIES: &[&str] = &[
     "seq-reset-on-recovery",
     "manifest-before-data",
     "damaged-segment-ends-log",
+    "completion-unpublished",
 ];
 
 #[cfg(feature = "canaries")]
@@ -51,10 +52,16 @@ mod switch {
 #[cfg(feature = "canaries")]
 pub use switch::{active, set_active};
 
-/// Canaries in the transaction layer.
+/// Canaries in the transaction layer (`completion-unpublished` is in the commit pipeline both targets run: it is
+/// in both lists).
 #[cfg(feature = "canaries")]
-pub const TRANSACTION_CANARIES: &[&str] =
-    &["ssi-off", "no-predicate-reads", "read-after-commit-edge-missed", "gc-drops-live-version"];
+pub const TRANSACTION_CANARIES: &[&str] = &[
+    "ssi-off",
+    "no-predicate-reads",
+    "read-after-commit-edge-missed",
+    "gc-drops-live-version",
+    "completion-unpublished",
+];
 
 /// Without the `canaries` feature no canary exists: always false.
 #[cfg(not(feature = "canaries"))]

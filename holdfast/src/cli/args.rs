@@ -18,6 +18,11 @@ use crate::swarm::SWARM_SEEDS_MAX;
 ///
 /// Exit codes: 0 pass, 1 an invariant failed (or coverage was missing, or the run was not deterministic),
 /// 2 bad input, 3 standard output could not be written, 141 standard output's reader closed it (as SIGPIPE).
+///
+/// Panics: a panic the run reports as its failure (in the system, on one of its simulated threads) is printed in
+/// the failure report; every other panic (a thread the simulator did not start, the runner itself) is printed on
+/// stderr at once with its thread's name and message. Set SIMULATOR_PANIC_VERBOSE=1 to print every panic on
+/// stderr as it happens, the reported ones too.
 #[derive(Debug, Parser)]
 #[command(version, long_about)]
 pub struct Args {

@@ -256,7 +256,7 @@ impl Cli {
         if args.bench {
             return bench::bench_all(&self, &args);
         }
-        let name = args.target.clone().unwrap_or_else(|| names[0].to_string());
+        let name = self.target_name(&args, &matches, &names);
         let entry = self.entries.iter().find(|entry| entry.name == name).expect("clap allows only known targets");
         if let Some(hint) = entry.unbuilt {
             return bad_input(&format!("--target {name}: this binary was built without it; {hint}"));
@@ -265,6 +265,21 @@ impl Cli {
             return bad_input(&error);
         }
         (entry.dispatch)(&Context { args: &args, cli: &self, entry })
+    }
+}
+
+impl Cli {
+    /// The target to run: `--target` (or its default), or, for `--replay` without an explicit `--target`, the
+    /// one the file names when this binary has it (ADR-0171).
+    fn target_name(&self, args: &Args, matches: &clap::ArgMatches, names: &[&'static str]) -> String {
+        let explicit = matches
+            .value_source("target")
+            .is_some_and(|source| source != clap::parser::ValueSource::DefaultValue);
+        let from_file = args.replay.as_deref().filter(|_| !explicit).and_then(modes::replay_target);
+        match from_file {
+            Some(name) if names.contains(&name.as_str()) => name,
+            _ => args.target.clone().unwrap_or_else(|| names[0].to_string()),
+        }
     }
 }
 

@@ -180,6 +180,14 @@ fn single_mode<T: Target>(context: &Context<'_>, seed: u64) -> u8 {
     code
 }
 
+/// The target a replay file names (a seed file's `target`, or a bare schedule's), when it can be read: `--replay`
+/// without `--target` runs that one (ADR-0171). `None` leaves the choice to the default (the load then says why).
+pub(super) fn replay_target(path: &Path) -> Option<String> {
+    let text = read_file(path).ok()?;
+    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
+    value.get("target").and_then(serde_json::Value::as_str).map(str::to_string)
+}
+
 /// Is this JSON value a seed file (`seeds/*.json`) rather than a bare schedule? Decided by its fields.
 fn is_seed_file(value: &serde_json::Value) -> bool {
     value.get("schedule").is_some_and(serde_json::Value::is_object) && value.get("expect").is_some()
@@ -195,12 +203,12 @@ fn load_replay<T: Target>(path: &Path, text: &str) -> Result<(ScheduleOf<T>, Opt
     }
     let seed = corpus::SeedFile::parse(path, text).map_err(|error| error.to_string())?;
     if seed.target != T::NAME {
+        // Without --target the file's own target runs (`replay_target`): only a conflicting flag gets here.
         return Err(format!(
-            "{}: seed file for target {:?}, not {:?} (add --target {})",
+            "{}: seed file for target {:?}, but --target {} (leave --target out: the file names its target)",
             path.display(),
             seed.target,
-            T::NAME,
-            seed.target
+            T::NAME
         ));
     }
     let schedule = parse_schedule_value::<T>(seed.schedule.clone())
@@ -260,12 +268,14 @@ fn replay_mode<T: Target>(context: &Context<'_>) -> u8 {
 fn determinism_mode<T: Target>(context: &Context<'_>, seed: u64) -> u8 {
     let options = RunOptions { record_step_digests: true, ..context.args.run_options() };
     let mut digest = 0;
+    let mut failures = Vec::new();
     let result = check_determinism(|| {
         let outcome = run_target::<T>(seed, &options);
         digest = outcome.digest;
+        failures.push(outcome.failure.clone());
         outcome
     });
-    let code = match result {
+    let mut code = match result {
         Ok(steps) => {
             outln!("determinism: ok (seed {seed}, {steps} steps, two runs identical)");
             EXIT_PASS
@@ -275,6 +285,20 @@ fn determinism_mode<T: Target>(context: &Context<'_>, seed: u64) -> u8 {
             EXIT_FAIL
         }
     };
+    // Identical runs can both fail: say so, and with what (ADR-0171).
+    for (run, failure) in ["first", "second"].iter().zip(&failures) {
+        if let Some(failure) = failure {
+            outln!(
+                "{run} run failed: {} ({}) at step {} phase {}: {}",
+                failure.invariant,
+                failure.kind,
+                failure.step,
+                failure.phase,
+                failure.actual
+            );
+            code = EXIT_FAIL;
+        }
+    }
     outln!("digest: {digest:016x}");
     code
 }
