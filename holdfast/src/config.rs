@@ -181,8 +181,27 @@ impl FaultMenu {
     /// syncs a directory (ADR-0117): [`FaultMenu::crashes_only`] under the `ext4-ordered` persistence model, where
     /// a file's fsync commits the one metadata journal, and with it every create and rename before it (ext4 in
     /// its default `data=ordered` mode, ALICE Table 1). Under `posix`, the default, such a system loses names.
+    ///
+    /// It composes with no other model: `posix` and `page` keep a name only after a directory sync, so a run that
+    /// names one (`--persistence`, [`crate::RunOptions::persistence`]) is refused ([`FaultMenu::honours`]).
     pub fn crashes_only_names_durable() -> Self {
         Self { persistence: Persistence::Ext4Ordered, ..Self::crashes_only() }
+    }
+
+    /// Can a run of this menu use persistence model `model` instead of the menu's own (ADR-0171)? A menu under
+    /// `ext4-ordered` ([`FaultMenu::crashes_only_names_durable`]) is for a system that relies on a file's fsync
+    /// making its name durable; no other model does that, so every seed would report names lost that the system
+    /// never promised to keep: refused, saying why.
+    pub fn honours(&self, model: Persistence) -> Result<(), String> {
+        if self.persistence != Persistence::Ext4Ordered || model == Persistence::Ext4Ordered {
+            return Ok(());
+        }
+        Err(format!(
+            "the fault menu runs under ext4-ordered, where a file's fsync makes its name durable \
+             (FaultMenu::crashes_only_names_durable, ADR-0117); persistence {model} keeps a name only after a \
+             directory sync, so every seed would lose names the system never syncs. Leave the model out (or use \
+             ext4-ordered), or give the target a menu under {model} and sync its directories"
+        ))
     }
 
     /// The `assumed` menu of a store that runs no background tasks and orders its writes only by fsync (redb,

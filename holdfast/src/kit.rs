@@ -18,6 +18,17 @@ pub struct ValueSpec {
     pub len: u32,
 }
 
+/// A value's name in a report (ADR-0171): `v17(33B)`, or, when more than one write made the same bytes
+/// (`shared`: every empty value, short values whose bytes collide once shrinking cut their lengths), `a 0B value
+/// (bytes several writes made)`, never one id that another write to another key may share.
+pub fn value_name(spec: ValueSpec, shared: bool) -> String {
+    if shared {
+        format!("a {}B value (bytes several writes made)", spec.len)
+    } else {
+        format!("v{}({}B)", spec.id, spec.len)
+    }
+}
+
 /// The bytes of value `spec`: a pure function of its id and length.
 pub fn value_bytes(spec: ValueSpec) -> Vec<u8> {
     let len = spec.len as usize;

@@ -188,6 +188,9 @@ pub fn configure<T: Target>(seed: u64, profile: FaultProfile) -> Result<(WorldCo
 
 /// [`configure`], with the parts of the world's disk model that `options` names (ADR-0109).
 pub fn configure_for<T: Target>(seed: u64, options: &RunOptions) -> Result<(WorldConfig, T::Config), String> {
+    if let (Some(model), Some(menu)) = (options.persistence, T::fault_menu(options.profile)) {
+        menu.honours(model).map_err(|error| format!("target {}: {error}", T::NAME))?;
+    }
     let (mut world, config) = configure::<T>(seed, options.profile)?;
     world.disk = options.disk_over(&world.disk);
     world.validate()?;

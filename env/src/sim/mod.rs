@@ -18,6 +18,7 @@ pub(crate) mod driver;
 mod env_impl;
 mod faults;
 mod file;
+mod image;
 mod names;
 mod operator;
 mod paged;
@@ -41,6 +42,7 @@ pub use self::driver::on_world_thread;
 pub use self::env_impl::SimLock;
 pub use self::faults::{ExplicitFault, FaultConfig, FaultKeying, FaultKind, FaultRecord};
 pub use self::file::SimFile;
+pub use self::image::{CRASH_UNITS_LISTED_MAX, FileCrash};
 pub use self::persistence::{
     CrashImage, DiskModel, PAGE_BYTES_DEFAULT, PAGE_BYTES_MAX, Persistence, SECTOR_BYTES_CHOICES,
 };

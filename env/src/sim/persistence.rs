@@ -141,6 +141,8 @@ pub struct CrashImage {
     pub meta_dropped: Vec<std::path::PathBuf>,
     /// `ext4-ordered`: journal events committed of those pending.
     pub journal: Option<(u64, u64)>,
+    /// Per file the crash could change: its pages (or sectors) kept, dropped and torn, and its sizes (ADR-0170).
+    pub file_crashes: Vec<super::image::FileCrash>,
 }
 
 #[cfg(test)]

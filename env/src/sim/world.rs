@@ -260,9 +260,12 @@ impl World {
         }
         let config = self.config.clone();
         let mut decisions = KeyedCrash { seed: self.seed, crash: self.crash_count, config: &config };
+        let before = if self.keep_crash_image { super::image::files_before(&self.disk) } else { Vec::new() };
         let effects = self.disk.crash(&mut decisions);
         if self.keep_crash_image {
-            self.last_crash_image = Some(self.crash_image(&effects, &names));
+            let mut image = self.crash_image(&effects, &names);
+            image.file_crashes = super::image::file_crashes(before, &self.disk);
+            self.last_crash_image = Some(image);
         }
         for path in &effects.meta_dropped {
             self.log_fault(FaultKind::CrashDroppedMetadata, path, 0);

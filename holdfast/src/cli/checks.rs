@@ -14,6 +14,11 @@ pub(super) fn check_flags(cli: &Cli, args: &Args, entry: &Entry) -> Result<(), S
         menu.validate().map_err(|error| {
             format!("target {}'s fault menu for --fault-profile {}: {error}", entry.name, args.profile())
         })?;
+        if let Some(model) = args.persistence.as_deref().and_then(|name| env::Persistence::parse(name).ok()) {
+            menu.honours(model).map_err(|error| {
+                format!("--persistence {model}: target {} (--fault-profile {}): {error}", entry.name, args.profile())
+            })?;
+        }
     }
     if args.save.is_some() {
         match &args.adr {

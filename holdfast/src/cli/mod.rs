@@ -272,9 +272,8 @@ impl Cli {
     /// The target to run: `--target` (or its default), or, for `--replay` without an explicit `--target`, the
     /// one the file names when this binary has it (ADR-0171).
     fn target_name(&self, args: &Args, matches: &clap::ArgMatches, names: &[&'static str]) -> String {
-        let explicit = matches
-            .value_source("target")
-            .is_some_and(|source| source != clap::parser::ValueSource::DefaultValue);
+        let explicit =
+            matches.value_source("target").is_some_and(|source| source != clap::parser::ValueSource::DefaultValue);
         let from_file = args.replay.as_deref().filter(|_| !explicit).and_then(modes::replay_target);
         match from_file {
             Some(name) if names.contains(&name.as_str()) => name,

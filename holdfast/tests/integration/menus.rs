@@ -206,9 +206,25 @@ fn the_default_model_loses_the_names_of_a_store_that_never_syncs_directories() {
     let (failures, _) = swarm::<Files<false>>(&options(FaultProfile::Beyond, None));
     assert!(failures.len() >= 3, "posix must drop unsynced names in some seeds: {failures:?}");
     assert!(failures.iter().all(|invariant| invariant == "files.lost"), "{failures:?}");
-    // `--persistence posix` overrides the preset's model: the same store loses names again.
-    let (overridden, _) = swarm::<Files<false>>(&options(FaultProfile::Assumed, Some(Persistence::Posix)));
-    assert!(!overridden.is_empty() && overridden.iter().all(|invariant| invariant == "files.lost"), "{overridden:?}");
+}
+
+/// The names-durable preset cannot be composed with a model that keeps names only after a directory sync: a run
+/// that names one is refused, saying why, instead of every seed reporting names the store never synced as lost
+/// (ADR-0171). Its own model, named, is fine.
+#[test]
+fn the_names_durable_preset_refuses_a_model_that_cannot_make_names_durable() {
+    for model in [Persistence::Posix, Persistence::Page] {
+        let error = holdfast::runner::configure_for::<Files<false>>(1, &options(FaultProfile::Assumed, Some(model)))
+            .expect_err("refused");
+        assert!(error.contains("ext4-ordered") && error.contains(&format!("persistence {model}")), "{error}");
+    }
+    let ordered = options(FaultProfile::Assumed, Some(Persistence::Ext4Ordered));
+    assert!(holdfast::runner::configure_for::<Files<false>>(1, &ordered).is_ok());
+    // The beyond menu (posix) takes any model.
+    assert!(
+        holdfast::runner::configure_for::<Files<false>>(1, &options(FaultProfile::Beyond, Some(Persistence::Page)))
+            .is_ok()
+    );
 }
 
 /// `Target::new_in_world` sees the profile's world: the store syncs directories only where names need it, and

@@ -84,6 +84,8 @@ pub struct Model {
     slots: Slots,
     /// Every value signature ever written, with the spec that made it (for reports and observations).
     specs: BTreeMap<Sig, ValueSpec>,
+    /// Signatures more than one spec wrote (never named by one of their ids in a report).
+    shared: BTreeSet<Sig>,
 }
 
 impl Model {
@@ -91,7 +93,9 @@ impl Model {
     pub fn register(&mut self, spec: ValueSpec, bytes: &[u8]) -> Sig {
         assert_eq!(bytes.len(), spec.len as usize, "bytes do not match their spec");
         let sig = sig_of(bytes);
-        self.specs.entry(sig).or_insert(spec);
+        if *self.specs.entry(sig).or_insert(spec) != spec {
+            self.shared.insert(sig);
+        }
         debug_assert!(self.specs.contains_key(&sig));
         sig
     }
@@ -197,7 +201,7 @@ impl Model {
         match value {
             None => "absent".to_string(),
             Some(sig) => match self.specs.get(&sig) {
-                Some(spec) => format!("v{}({}B)", spec.id, spec.len),
+                Some(&spec) => holdfast::kit::value_name(spec, self.shared.contains(&sig)),
                 None => format!("never-written value (sig {sig:016x})"),
             },
         }
@@ -229,6 +233,21 @@ mod tests {
         assert!(model.is_uncertain(DENSE_KEYS_MAX - 1) && !model.is_uncertain(7) && !model.is_uncertain(8));
         assert_eq!(model.describe_expected(8), "k000008 = absent (never written)");
         assert_eq!(model.observe(u32::MAX, Some(a), false, "oracle"), Ok(Resolution::Expected));
+    }
+
+    /// Values shrunk to the same bytes (every empty value) are never named by one writer's id (ADR-0171).
+    #[test]
+    fn a_value_several_writes_made_is_not_named_by_one_of_their_ids() {
+        let mut model = Model::default();
+        let empty = |id| ValueSpec { id, len: 0 };
+        let first = model.register(empty(7), &value_bytes(empty(7)));
+        assert_eq!(model.describe(Some(first)), "v7(0B)", "one writer: its id");
+        let second = model.register(empty(114), &value_bytes(empty(114)));
+        assert_eq!(first, second, "empty values share their bytes");
+        assert_eq!(model.describe(Some(second)), "a 0B value (bytes several writes made)");
+        let again = model.register(ValueSpec { id: 3, len: 9 }, &value_bytes(ValueSpec { id: 3, len: 9 }));
+        model.register(ValueSpec { id: 3, len: 9 }, &value_bytes(ValueSpec { id: 3, len: 9 }));
+        assert_eq!(model.describe(Some(again)), "v3(9B)", "the same spec twice is one writer");
     }
 
     #[test]

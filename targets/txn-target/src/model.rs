@@ -2,7 +2,7 @@
 //! the sequences the engine assigned), and the record of what each transaction read and wrote, in the form the
 //! DSG checker takes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use holdfast::kit::{Sig, ValueSpec, key_bytes, sig_of, value_bytes};
@@ -30,6 +30,8 @@ pub struct History {
     visible: u64,
     /// Every value signature written, with its spec (for reports and observations).
     specs: BTreeMap<Sig, ValueSpec>,
+    /// Signatures more than one spec wrote (never named by one of their ids, or one author, in a report).
+    shared: BTreeSet<Sig>,
     /// Which transaction wrote which value (committed or not, for reports).
     authors: BTreeMap<Sig, TxnId>,
     /// Commits of more than one write: first sequence → (last sequence, writer). A snapshot inside one would
@@ -41,7 +43,9 @@ impl History {
     /// Remember a value about to be written by `txn`, returning its signature.
     pub fn register(&mut self, spec: ValueSpec, txn: TxnId) -> Sig {
         let sig = sig_of(&value_bytes(spec));
-        self.specs.entry(sig).or_insert(spec);
+        if *self.specs.entry(sig).or_insert(spec) != spec {
+            self.shared.insert(sig);
+        }
         self.authors.entry(sig).or_insert(txn);
         sig
     }
@@ -123,8 +127,9 @@ impl History {
         match value {
             None => "absent".to_string(),
             Some(sig) => match (self.specs.get(&sig), self.authors.get(&sig)) {
+                (Some(&spec), _) if self.shared.contains(&sig) => holdfast::kit::value_name(spec, true),
                 (Some(spec), Some(author)) => format!("v{}({}B) by T{author}", spec.id, spec.len),
-                (Some(spec), None) => format!("v{}({}B)", spec.id, spec.len),
+                (Some(&spec), None) => holdfast::kit::value_name(spec, false),
                 _ => format!("never-written value (sig {sig:016x})"),
             },
         }
