@@ -341,3 +341,27 @@ fn a_checkpointer_that_removes_files_after_its_directory_sync_passes() {
     assert_eq!(run.code, Some(0), "stdout: {}\nstderr: {}", run.stdout, run.stderr);
     assert!(run.stdout.contains("seeds: run=100 passed=100 failed=0"), "{}", run.stdout);
 }
+
+/// Papercuts (ADR-0171): `--replay FILE` runs the target the file names (a conflicting `--target` is refused by
+/// name), `--check-determinism` on a failing seed says both runs failed and with what (exit 1), and `--help`
+/// documents SIMULATOR_PANIC_VERBOSE.
+#[test]
+fn replay_takes_the_files_target_and_determinism_says_both_runs_failed() {
+    let dir = scratch("replay-target");
+    RealEnv::new().create_dir_all(&dir).expect("scratch dir");
+    let file = dir.join("pinned.json");
+    let file_arg = file.to_str().expect("utf-8");
+    testbed(&["--target", "testbed-pinned", "--seed", "1", "--save-schedule", file_arg]);
+    let replay = testbed(&["--replay", file_arg]);
+    assert!(replay.stdout.contains("testbed-pinned: null"), "the file's target ran: {}", replay.stdout);
+    let conflict = testbed(&["--replay", file_arg, "--target", "testbed"]);
+    assert_eq!(conflict.code, Some(2), "{}", conflict.stderr);
+    assert!(conflict.stderr.contains("\"testbed-pinned\""), "{}", conflict.stderr);
+    let determinism = testbed(&["--seed", "3", "--check-determinism"]);
+    assert_eq!(determinism.code, Some(1), "{}", determinism.stdout);
+    for run in ["first", "second"] {
+        let line = format!("{run} run failed: testbed.planted (safety)");
+        assert!(determinism.stdout.contains(&line), "{line} not in {}", determinism.stdout);
+    }
+    assert!(testbed(&["--help"]).stdout.contains("SIMULATOR_PANIC_VERBOSE=1"));
+}
