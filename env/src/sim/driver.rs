@@ -43,10 +43,11 @@ pub(super) fn lock_owned(world: &Arc<Mutex<World>>) -> MutexGuard<'_, World> {
     }
 }
 
-/// A refused thread's failure, raised on the calling (owning) thread at its next counted call: the run fails
-/// there with the refused thread's name and reason. Never while already unwinding.
+/// A refused thread's failure, raised on the driving thread at its next counted call: the run fails there with the
+/// refused thread's name and reason. Never while already unwinding, and never on one of the world's own threads
+/// (its panic would be reported as its own, without the refused thread's name).
 pub(super) fn raise_refusal(guard: MutexGuard<'_, World>) -> MutexGuard<'_, World> {
-    if guard.refused.is_none() || std::thread::panicking() {
+    if guard.refused.is_none() || std::thread::panicking() || super::threads::is_world_thread() {
         return guard;
     }
     let failure = guard.refused.clone().expect("checked above");
