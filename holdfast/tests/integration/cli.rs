@@ -326,10 +326,15 @@ fn a_foreign_threads_panic_is_printed_and_fails_the_run() {
     );
     assert!(run.stdout.contains("actual:    thread 'log-writer' panicked: SimEnv driven"), "{}", run.stdout);
     assert!(run.stdout.contains("replay: "), "{}", run.stdout);
-    let isolated = testbed(&["--target", "testbed-foreign", "--seeds", "0..2", "--isolate"]);
+    let isolated = testbed(&["--target", "testbed-foreign", "--seeds", "0..3", "--isolate"]);
     assert_eq!(isolated.code, Some(1), "stdout: {}\nstderr: {}", isolated.stdout, isolated.stderr);
     let listed = isolated.stdout.matches("  message: thread 'log-writer' panicked: SimEnv driven").count();
-    assert_eq!(listed, 2, "{}", isolated.stdout);
+    assert_eq!(listed, 2, "seeds 0 and 2: {}", isolated.stdout);
+    // Seed 1 poisons the world: a failure with a verdict and a replay line, exit 1, not a second panic.
+    let poisoned = testbed(&["--target", "testbed-foreign", "--seed", "1"]);
+    assert_eq!(poisoned.code, Some(1), "stdout: {}\nstderr: {}", poisoned.stdout, poisoned.stderr);
+    assert!(poisoned.stdout.contains("actual:    a visitor panicked under the lock"), "{}", poisoned.stdout);
+    assert!(poisoned.stdout.contains("replay: ") && !poisoned.stderr.contains("poisoned"), "{}", poisoned.stderr);
 }
 
 /// A correct store whose checkpointer thread removes covered segments by path after its directory sync passes:
