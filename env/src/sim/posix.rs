@@ -14,7 +14,7 @@ pub(super) fn crash_inode(
     let mut image = std::mem::take(&mut inode.durable);
     for op in std::mem::take(&mut inode.pending) {
         match op {
-            PendingData::Write { offset, data, key, .. } => match decisions.write_fate(key) {
+            PendingData::Write { offset, data, key, seq } => match decisions.write_fate(key, seq) {
                 WriteFate::Kept => {
                     write_into(&mut image, offset, &data);
                     effects.writes_kept.push((id, offset));
@@ -34,8 +34,8 @@ pub(super) fn crash_inode(
                     }
                 }
             },
-            PendingData::SetLen { len, key, .. } => {
-                if decisions.keep_set_len(key) {
+            PendingData::SetLen { len, key, seq } => {
+                if decisions.keep_set_len(key, seq) {
                     image.resize(usize::try_from(len).expect("file length fits in memory"), 0);
                 }
             }

@@ -12,6 +12,7 @@ use super::faults::{FaultConfig, FaultKeying, FaultKind, FaultRecord, detail, fi
 use super::names::PathId;
 use super::persistence::CrashImage;
 use super::scheduler::TaskSlot;
+use super::shape::{CrashShape, ShapedCrash};
 use super::threads::{Sched, index_in};
 use crate::random::{DeterministicRng, chance_ppm, hash_bytes, keyed};
 use crate::{Error, Op, Result, Task};
@@ -76,6 +77,11 @@ pub(super) struct World {
     /// Keep the image each crash leaves (`--export-image`), and the last one kept.
     pub(super) keep_crash_image: bool,
     pub(super) last_crash_image: Option<CrashImage>,
+    /// The shape every crash takes while set (ADR-0172); keyed draws while `None`.
+    pub(super) crash_shape: Option<CrashShape>,
+    /// Classify each crash's image by the models that admit it (ADR-0173), and the classes so far.
+    pub(super) classify_crashes: bool,
+    pub(super) crash_classes: Vec<Vec<super::persistence::Persistence>>,
 }
 
 /// Keyed crash decisions: pure functions of (seed, crash number, the operation's stable key).
@@ -86,12 +92,12 @@ struct KeyedCrash<'a> {
 }
 
 impl CrashDecisions for KeyedCrash<'_> {
-    fn keep_meta(&mut self, key: u64) -> bool {
+    fn keep_meta(&mut self, key: u64, _seq: u64) -> bool {
         let value = keyed(&[self.seed, tag::CRASH_META, self.crash, key]);
         chance_ppm(self.config.crash_metadata_kept_ppm, value)
     }
 
-    fn write_fate(&mut self, key: u64) -> WriteFate {
+    fn write_fate(&mut self, key: u64, _seq: u64) -> WriteFate {
         let value = keyed(&[self.seed, tag::CRASH_WRITE, self.crash, key]);
         if chance_ppm(self.config.crash_write_kept_ppm, value) {
             WriteFate::Kept
@@ -106,7 +112,7 @@ impl CrashDecisions for KeyedCrash<'_> {
         keyed(&[self.seed, tag::CRASH_SECTOR, self.crash, key, sector]) & 1 == 0
     }
 
-    fn keep_set_len(&mut self, key: u64) -> bool {
+    fn keep_set_len(&mut self, key: u64, _seq: u64) -> bool {
         keyed(&[self.seed, tag::CRASH_SET_LEN, self.crash, key]) & 1 == 0
     }
 
@@ -116,18 +122,21 @@ impl CrashDecisions for KeyedCrash<'_> {
     }
 
     /// All of the page's operations with the chance a write is kept whole, else uniform over `min..=max`.
-    fn page_prefix(&mut self, key: u64, page: u64, min: u64, max: u64) -> u64 {
+    fn page_prefix(&mut self, key: u64, page: u64, min: u64, seqs: &[u64]) -> u64 {
+        let max = seqs.len() as u64;
         let value = keyed(&[self.seed, tag::CRASH_PAGE, self.crash, key, page]);
         prefix(self.config.crash_write_kept_ppm, value, min, max)
     }
 
-    fn size_prefix(&mut self, key: u64, ops: u64) -> u64 {
+    fn size_prefix(&mut self, key: u64, seqs: &[u64]) -> u64 {
+        let ops = seqs.len() as u64;
         let value = keyed(&[self.seed, tag::CRASH_SIZE, self.crash, key]);
         prefix(self.config.crash_write_kept_ppm, value, 0, ops)
     }
 
     /// Every event with the chance a metadata operation is kept, else uniform over `0..=events`.
-    fn journal_prefix(&mut self, events: u64) -> u64 {
+    fn journal_prefix(&mut self, events: &[u64]) -> u64 {
+        let events = events.len() as u64;
         let value = keyed(&[self.seed, tag::CRASH_JOURNAL, self.crash]);
         prefix(self.config.crash_metadata_kept_ppm, value, 0, events)
     }
@@ -187,6 +196,9 @@ impl World {
             threads: None,
             keep_crash_image: false,
             last_crash_image: None,
+            crash_shape: None,
+            classify_crashes: false,
+            crash_classes: Vec::new(),
         }
     }
 
@@ -243,8 +255,14 @@ impl World {
             }
         }
         let config = self.config.clone();
-        let mut decisions = KeyedCrash { seed: self.seed, crash: self.crash_count, config: &config };
-        let effects = self.disk.crash(&mut decisions);
+        let before = self.classify_crashes.then(|| self.disk.before_crash());
+        let effects = match &self.crash_shape {
+            Some(shape) => self.disk.crash(&mut ShapedCrash::new(shape, &self.disk.pending_seqs())),
+            None => self.disk.crash(&mut KeyedCrash { seed: self.seed, crash: self.crash_count, config: &config }),
+        };
+        if let Some(before) = before.filter(|_| self.crash_classes.len() < super::CRASH_CLASSES_MAX) {
+            self.crash_classes.push(super::admits::admitted(before, &self.disk, &effects));
+        }
         if self.keep_crash_image {
             self.last_crash_image = Some(self.crash_image(&effects, &names));
         }
