@@ -98,8 +98,9 @@ pub(crate) trait CrashDecisions {
     /// `key`: a stable key of the operation (its path and that path's operation index), not its position.
     /// `seq`: the operation's place in the disk-wide write sequence (what a [`super::shape::CrashShape`] names).
     fn keep_meta(&mut self, key: u64, seq: u64) -> bool;
-    fn write_fate(&mut self, key: u64, seq: u64) -> WriteFate;
-    fn keep_sector(&mut self, key: u64, sector: u64) -> bool;
+    /// A pending write of `len` bytes at `offset`.
+    fn write_fate(&mut self, key: u64, seq: u64, offset: u64, len: u64) -> WriteFate;
+    fn keep_sector(&mut self, key: u64, seq: u64, sector: u64) -> bool;
     fn keep_set_len(&mut self, key: u64, seq: u64) -> bool;
     /// For a dropped sector of a torn write: `Some(fill)` turns the whole sector into garbage made from `fill`.
     fn garble_sector(&mut self, key: u64, sector: u64) -> Option<u64>;
@@ -409,11 +410,21 @@ impl Disk {
         super::admits::BeforeCrash { page_bytes: self.model.page_bytes, floor: self.journal_floor, meta, files }
     }
 
-    /// The sequence number of every pending operation (data and metadata), unordered: what a crash shape counts
-    /// back through (ADR-0172).
-    pub(crate) fn pending_seqs(&self) -> Vec<u64> {
-        let data = self.inodes.values().flat_map(|inode| inode.pending.iter().map(PendingData::seq));
-        self.pending_meta.keys().copied().chain(data).collect()
+    /// Every pending unit, unordered: what a crash shape counts back through (ADR-0172). A write is one unit per
+    /// page it touches, `(seq, page)`; a `set_len` or a directory operation is one, `(seq, NO_PAGE)`.
+    pub(crate) fn pending_units(&self) -> Vec<(u64, u64)> {
+        let page_bytes = self.model.page_bytes;
+        let mut units: Vec<(u64, u64)> = self.pending_meta.keys().map(|&seq| (seq, super::shape::NO_PAGE)).collect();
+        for op in self.inodes.values().flat_map(|inode| inode.pending.iter()) {
+            match *op {
+                PendingData::Write { offset, ref data, seq, .. } if !data.is_empty() => {
+                    let last = (offset + data.len() as u64 - 1) / page_bytes;
+                    units.extend((offset / page_bytes..=last).map(|page| (seq, page)));
+                }
+                _ => units.push((op.seq(), super::shape::NO_PAGE)),
+            }
+        }
+        units
     }
 
     /// `ext4-ordered`: the journal's cut point, a sequence number: events below it persist, the rest are lost.

@@ -9,10 +9,10 @@ impl CrashDecisions for Keep {
     fn keep_meta(&mut self, key: u64, _seq: u64) -> bool {
         self.0.contains(&key)
     }
-    fn write_fate(&mut self, _key: u64, _seq: u64) -> WriteFate {
+    fn write_fate(&mut self, _key: u64, _seq: u64, _offset: u64, _len: u64) -> WriteFate {
         WriteFate::Kept
     }
-    fn keep_sector(&mut self, _key: u64, _sector: u64) -> bool {
+    fn keep_sector(&mut self, _key: u64, _seq: u64, _sector: u64) -> bool {
         true
     }
     fn keep_set_len(&mut self, _key: u64, _seq: u64) -> bool {

@@ -1,17 +1,20 @@
 //! Crash shapes (ADR-0172): a crash's image named by places in the write sequence instead of drawn.
 //!
-//! The pending (unsynced) operations of the whole disk — writes, `set_len`s, creates, removes, renames — form one
-//! sequence in the order they happened. A [`CrashShape`] says which of them reached the disk, counted back from
-//! the crash: `newest` marks the most recent ones, newest first (`k` kept, `d` dropped), and `older` is the fate of
-//! every operation before them. Removing a step that ran before the marked operations changes nothing the shape
-//! names, so a shrinker can delete unrelated steps and keep the image; and the shape itself shrinks (fewer marks).
+//! The pending (unsynced) state of the whole disk is one sequence of *units* in the order it was written: each
+//! page a pending write touches (a write of three pages is three units, in page order), each `set_len`, each
+//! create, remove and rename. A [`CrashShape`] says which units reached the disk, counted back from the crash:
+//! `newest` marks the most recent ones, newest first (`k` kept, `d` dropped), and `older` is the fate of every unit
+//! before them. Removing a step that ran before the marked units changes nothing the shape names, so a shrinker can
+//! delete unrelated steps and keep the image; and the shape itself shrinks (fewer marks).
 //!
 //! Each persistence model projects the chosen set `S` onto what it can produce:
-//! * `posix`: an operation persists whole exactly when it is in `S` (a shape never tears a write);
-//! * `page`: a page holds every operation into it up to the newest one in `S` (write-back writes the page as it
-//!   is), a file's size is its size after its newest operation in `S`, a directory operation persists when in `S`;
-//! * `ext4-ordered`: the journal commits every event up to the newest one in `S`, and `page`'s rule holds for the
-//!   pages, never below what `data=ordered` forces.
+//! * `posix`: a write keeps exactly its pages in `S` (whole when all are, torn at page boundaries when some are);
+//!   a `set_len` and a directory operation persist when in `S`;
+//! * `page`: a page holds every operation into it up to the newest one whose unit for that page is in `S`
+//!   (write-back writes the page as it is), a file's size is its size after its newest operation with a unit in
+//!   `S`, a directory operation persists when in `S`;
+//! * `ext4-ordered`: the journal commits every event up to the newest one with a unit in `S`, and `page`'s rule
+//!   holds for the pages, never below what `data=ordered` forces.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -19,6 +22,10 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::disk::{CrashDecisions, WriteFate};
+use super::persistence::DiskModel;
+
+/// The page of a unit that is no page of a write: a `set_len` or a directory operation.
+pub(crate) const NO_PAGE: u64 = u64::MAX;
 
 /// The most marks a shape may carry (a longer one is refused when read).
 pub const CRASH_SHAPE_MARKS_MAX: usize = 4096;
@@ -156,16 +163,16 @@ impl CrashShape {
         unique
     }
 
-    /// The sequence numbers the shape keeps among `pending` (every pending operation's, any order).
-    pub(crate) fn select(&self, pending: &[u64]) -> BTreeSet<u64> {
+    /// The units the shape keeps among `pending` (every pending unit, `(seq, page)`, any order).
+    pub(crate) fn select(&self, pending: &[(u64, u64)]) -> BTreeSet<(u64, u64)> {
         let mut sorted = pending.to_vec();
         sorted.sort_unstable();
         sorted.dedup();
         let marks = self.newest.as_slice();
         let mut kept = BTreeSet::new();
-        for (back, &seq) in sorted.iter().rev().enumerate() {
+        for (back, &unit) in sorted.iter().rev().enumerate() {
             if marks.get(back).copied().unwrap_or(self.older.kept()) {
-                kept.insert(seq);
+                kept.insert(unit);
             }
         }
         kept
@@ -174,51 +181,71 @@ impl CrashShape {
 
 /// Crash decisions from a shape: the set of kept sequence numbers, projected per model (module docs).
 pub(crate) struct ShapedCrash {
-    kept: BTreeSet<u64>,
+    kept: BTreeSet<(u64, u64)>,
+    /// The operations with at least one unit kept.
+    touched: BTreeSet<u64>,
+    page_bytes: u64,
+    sector_bytes: u64,
 }
 
 impl ShapedCrash {
-    pub(crate) fn new(shape: &CrashShape, pending: &[u64]) -> Self {
-        Self { kept: shape.select(pending) }
+    pub(crate) fn new(shape: &CrashShape, pending: &[(u64, u64)], model: &DiskModel) -> Self {
+        let kept = shape.select(pending);
+        let touched = kept.iter().map(|&(seq, _)| seq).collect();
+        Self { kept, touched, page_bytes: model.page_bytes, sector_bytes: model.sector_bytes }
     }
 
-    /// How many of `seqs` (in order) the state holds: up to the newest kept one.
-    fn through_newest_kept(&self, seqs: &[u64]) -> u64 {
-        seqs.iter().rposition(|seq| self.kept.contains(seq)).map_or(0, |index| index as u64 + 1)
+    /// How many of `seqs` (in order) the state holds: up to the newest with a unit kept (`page`: its unit for
+    /// that page, or its only unit).
+    fn through_newest_kept(&self, seqs: &[u64], page: Option<u64>) -> u64 {
+        let kept = |seq: &u64| match page {
+            Some(page) => self.kept.contains(&(*seq, page)) || self.kept.contains(&(*seq, NO_PAGE)),
+            None => self.touched.contains(seq),
+        };
+        seqs.iter().rposition(kept).map_or(0, |index| index as u64 + 1)
     }
 }
 
 impl CrashDecisions for ShapedCrash {
     fn keep_meta(&mut self, _key: u64, seq: u64) -> bool {
-        self.kept.contains(&seq)
+        self.kept.contains(&(seq, NO_PAGE))
     }
 
-    fn write_fate(&mut self, _key: u64, seq: u64) -> WriteFate {
-        if self.kept.contains(&seq) { WriteFate::Kept } else { WriteFate::Dropped }
+    fn write_fate(&mut self, _key: u64, seq: u64, offset: u64, len: u64) -> WriteFate {
+        if len == 0 {
+            return if self.kept.contains(&(seq, NO_PAGE)) { WriteFate::Kept } else { WriteFate::Dropped };
+        }
+        let pages = offset / self.page_bytes..=(offset + len - 1) / self.page_bytes;
+        let held = pages.clone().filter(|&page| self.kept.contains(&(seq, page))).count();
+        match held {
+            0 => WriteFate::Dropped,
+            held if held == pages.count() => WriteFate::Kept,
+            _ => WriteFate::Torn,
+        }
     }
 
-    fn keep_sector(&mut self, _key: u64, _sector: u64) -> bool {
-        unreachable!("a shaped crash never tears a write")
+    fn keep_sector(&mut self, _key: u64, seq: u64, sector: u64) -> bool {
+        self.kept.contains(&(seq, sector * self.sector_bytes / self.page_bytes))
     }
 
     fn keep_set_len(&mut self, _key: u64, seq: u64) -> bool {
-        self.kept.contains(&seq)
+        self.kept.contains(&(seq, NO_PAGE))
     }
 
     fn garble_sector(&mut self, _key: u64, _sector: u64) -> Option<u64> {
         None
     }
 
-    fn page_prefix(&mut self, _key: u64, _page: u64, min: u64, seqs: &[u64]) -> u64 {
-        self.through_newest_kept(seqs).max(min)
+    fn page_prefix(&mut self, _key: u64, page: u64, min: u64, seqs: &[u64]) -> u64 {
+        self.through_newest_kept(seqs, Some(page)).max(min)
     }
 
     fn size_prefix(&mut self, _key: u64, seqs: &[u64]) -> u64 {
-        self.through_newest_kept(seqs)
+        self.through_newest_kept(seqs, None)
     }
 
     fn journal_prefix(&mut self, events: &[u64]) -> u64 {
-        self.through_newest_kept(events)
+        self.through_newest_kept(events, None)
     }
 }
 
@@ -242,13 +269,14 @@ mod tests {
     }
 
     #[test]
-    fn a_shape_counts_back_from_the_newest_operation() {
-        let pending = [7, 3, 9, 12];
-        assert_eq!(shape("k", Fate::Dropped).select(&pending), BTreeSet::from([12]));
-        assert_eq!(shape("dk", Fate::Kept).select(&pending), BTreeSet::from([3, 7, 9]));
+    fn a_shape_counts_back_from_the_newest_unit() {
+        let pending = [(7, NO_PAGE), (3, 0), (9, 1), (9, 2), (12, 0)];
+        assert_eq!(shape("k", Fate::Dropped).select(&pending), BTreeSet::from([(12, 0)]));
+        assert_eq!(shape("dk", Fate::Kept).select(&pending), BTreeSet::from([(3, 0), (7, NO_PAGE), (9, 1), (9, 2)]));
         assert_eq!(CrashShape::all(false).select(&pending), BTreeSet::new());
         // Removing an operation older than the marked ones keeps what the marks name.
-        assert_eq!(shape("kd", Fate::Dropped).select(&[3, 9, 12]), shape("kd", Fate::Dropped).select(&pending));
+        let fewer = [(9, 1), (9, 2), (12, 0)];
+        assert_eq!(shape("kd", Fate::Dropped).select(&fewer), shape("kd", Fate::Dropped).select(&pending));
     }
 
     #[test]
@@ -277,13 +305,18 @@ mod tests {
     }
 
     #[test]
-    fn projections_hold_up_to_the_newest_kept_operation() {
-        let mut crash = ShapedCrash::new(&shape("dk", Fate::Dropped), &[1, 2, 3]);
-        assert_eq!(crash.page_prefix(0, 0, 0, &[1, 2, 3]), 2, "op 2 kept: the page holds 1 and 2");
-        assert_eq!(crash.page_prefix(0, 0, 3, &[1, 2, 3]), 3, "never below the forced prefix");
-        assert_eq!(crash.size_prefix(0, &[3]), 0);
-        assert_eq!(crash.journal_prefix(&[1, 3]), 0);
-        assert_eq!(crash.write_fate(0, 2), WriteFate::Kept);
+    fn projections_hold_up_to_the_newest_kept_unit() {
+        // Ops 1 and 2 write page 0; op 3 writes pages 0 and 1 (units (3, 0), (3, 1)): keep only (3, 0).
+        let units = [(1, 0), (2, 0), (3, 0), (3, 1)];
+        let mut crash = ShapedCrash::new(&shape("dk", Fate::Dropped), &units, &DiskModel::default());
+        assert_eq!(crash.page_prefix(0, 0, 0, &[1, 2, 3]), 3, "op 3's unit for page 0 kept: the page holds 1 to 3");
+        assert_eq!(crash.page_prefix(0, 1, 0, &[3]), 0, "op 3's unit for page 1 dropped");
+        assert_eq!(crash.page_prefix(0, 1, 1, &[3]), 1, "never below the forced prefix");
+        assert_eq!(crash.size_prefix(0, &[1, 2, 3]), 3);
+        assert_eq!(crash.journal_prefix(&[1, 2]), 0);
+        assert_eq!(crash.write_fate(0, 3, 0, 8192), WriteFate::Torn, "posix tears it at the page boundary");
+        assert!(crash.keep_sector(0, 3, 7) && !crash.keep_sector(0, 3, 8), "sectors of 512 bytes in page 0 only");
+        assert_eq!(crash.write_fate(0, 2, 0, 10), WriteFate::Dropped);
         assert!(!crash.keep_meta(0, 3));
     }
 }

@@ -97,7 +97,7 @@ impl CrashDecisions for KeyedCrash<'_> {
         chance_ppm(self.config.crash_metadata_kept_ppm, value)
     }
 
-    fn write_fate(&mut self, key: u64, _seq: u64) -> WriteFate {
+    fn write_fate(&mut self, key: u64, _seq: u64, _offset: u64, _len: u64) -> WriteFate {
         let value = keyed(&[self.seed, tag::CRASH_WRITE, self.crash, key]);
         if chance_ppm(self.config.crash_write_kept_ppm, value) {
             WriteFate::Kept
@@ -108,7 +108,7 @@ impl CrashDecisions for KeyedCrash<'_> {
         }
     }
 
-    fn keep_sector(&mut self, key: u64, sector: u64) -> bool {
+    fn keep_sector(&mut self, key: u64, _seq: u64, sector: u64) -> bool {
         keyed(&[self.seed, tag::CRASH_SECTOR, self.crash, key, sector]) & 1 == 0
     }
 
@@ -257,7 +257,7 @@ impl World {
         let config = self.config.clone();
         let before = self.classify_crashes.then(|| self.disk.before_crash());
         let effects = match &self.crash_shape {
-            Some(shape) => self.disk.crash(&mut ShapedCrash::new(shape, &self.disk.pending_seqs())),
+            Some(shape) => self.disk.crash(&mut ShapedCrash::new(shape, &self.disk.pending_units(), &self.disk.model)),
             None => self.disk.crash(&mut KeyedCrash { seed: self.seed, crash: self.crash_count, config: &config }),
         };
         if let Some(before) = before.filter(|_| self.crash_classes.len() < super::CRASH_CLASSES_MAX) {
