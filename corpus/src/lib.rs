@@ -77,12 +77,24 @@ pub struct SeedFile {
     /// means the same run (ADR-0003), and fails until the file is re-recorded with an ADR that says why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub digest: Option<String>,
-    /// The persistence models (ADR-0109) the failure reproduces on and those it does not, weakest first, as
-    /// replayed when the seed was saved (ADR-0112). Absent in older seed files.
+    /// ADR-0112's replay labels, read from older seed files only: `--save` writes [`SeedFile::can_happen_on`] and
+    /// the replay evidence below instead (ADR-0173).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reproduces_on: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_on: Vec<String>,
+    /// The persistence models (ADR-0109) that admit every crash image of the failing run, and those that do not,
+    /// weakest first (ADR-0173). Absent in older seed files.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub can_happen_on: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cannot_on: Vec<String>,
+    /// Evidence only: the models whose replay (with that model's own crash decisions) failed the same way, and the
+    /// others (ADR-0173).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replay_fails_on: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replay_differs_on: Vec<String>,
     /// The shrunk schedule, in the target's schedule format.
     pub schedule: serde_json::Value,
 }
@@ -118,7 +130,16 @@ const REQUIRED_FIELDS: &[(&str, &str)] = &[
 ];
 
 /// The fields a seed file may have.
-const OPTIONAL_FIELDS: &[&str] = &["canary", "digest", "reproduces_on", "not_on"];
+const OPTIONAL_FIELDS: &[&str] = &[
+    "canary",
+    "digest",
+    "reproduces_on",
+    "not_on",
+    "can_happen_on",
+    "cannot_on",
+    "replay_fails_on",
+    "replay_differs_on",
+];
 
 fn type_matches(value: &serde_json::Value, expected: &str) -> bool {
     match expected {
@@ -228,6 +249,10 @@ mod tests {
             digest: Some("00000000deadbeef".into()),
             reproduces_on: Vec::new(),
             not_on: Vec::new(),
+            can_happen_on: Vec::new(),
+            cannot_on: Vec::new(),
+            replay_fails_on: Vec::new(),
+            replay_differs_on: Vec::new(),
             schedule: serde_json::json!({ "steps": [] }),
         }
     }
@@ -236,11 +261,20 @@ mod tests {
     fn round_trips() {
         let text = sample().to_json();
         assert_eq!(SeedFile::parse(Path::new("a.json"), &text), Ok(sample()));
-        // With the persistence models it reproduces on (ADR-0112), as `--save` writes them.
-        let labelled = SeedFile { reproduces_on: vec!["posix".into()], not_on: vec!["page".into()], ..sample() };
+        // With the persistence models it can happen on and the replays' evidence (ADR-0173), as `--save` writes
+        // them; and ADR-0112's older labels, as older files have them.
+        let labelled = SeedFile {
+            can_happen_on: vec!["posix".into(), "page".into()],
+            cannot_on: vec!["ext4-ordered".into()],
+            replay_fails_on: vec!["page".into()],
+            replay_differs_on: vec!["posix".into(), "ext4-ordered".into()],
+            ..sample()
+        };
         let text = labelled.to_json();
-        assert!(text.contains("\"reproduces_on\"") && text.contains("\"not_on\""), "{text}");
+        assert!(text.contains("\"can_happen_on\"") && text.contains("\"replay_differs_on\""), "{text}");
         assert_eq!(SeedFile::parse(Path::new("b.json"), &text), Ok(labelled));
+        let older = SeedFile { reproduces_on: vec!["posix".into()], not_on: vec!["page".into()], ..sample() };
+        assert_eq!(SeedFile::parse(Path::new("c.json"), &older.to_json()), Ok(older));
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::fmt;
 use std::ops::RangeInclusive;
 
 use env::random::PPM_MAX;
-use env::{DeterministicRng, DiskModel, FaultConfig, FaultKeying, FaultKind, Persistence};
+use env::{CrashShape, DeterministicRng, DiskModel, FaultConfig, FaultKeying, FaultKind, Persistence};
 use serde::{Deserialize, Serialize};
 
 /// The largest `k` of a `crash_at_io` step.
@@ -368,6 +368,10 @@ pub struct WorldConfig {
     /// (`posix`, 512-byte sectors), so every schedule from before it loads as `posix` and keeps its digest.
     #[serde(default, skip_serializing_if = "DiskModel::is_default")]
     pub disk: DiskModel,
+    /// The shape of the final power cut (ADR-0172): only the shrinker sets it; absent (keyed draws) otherwise, and
+    /// then absent from the schedule and its digest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub final_crash: Option<CrashShape>,
 }
 
 impl WorldConfig {
@@ -397,6 +401,7 @@ impl WorldConfig {
             crash_at_io_k_max: rng.range_inclusive(1, CRASH_AT_IO_K_MAX),
             recovery_crash_k_max: rng.range_inclusive(1, RECOVERY_CRASH_K_MAX),
             disk: DiskModel::with_persistence(menu.persistence),
+            final_crash: None,
         };
         config.validate().expect("the world generated an invalid configuration");
         config
@@ -553,7 +558,11 @@ impl fmt::Display for WorldConfig {
             self.faults.keying,
             if self.buggify { "on" } else { "off" },
             self.disk
-        )
+        )?;
+        match &self.final_crash {
+            Some(shape) => write!(f, "; final crash: {shape}"),
+            None => Ok(()),
+        }
     }
 }
 

@@ -67,10 +67,13 @@ impl<T: Target> Session<T> {
             }
             2 => Some(WorldStep::Reopen),
             3 => self.generate_fault(rng),
-            4 => Some(WorldStep::Crash),
-            5 => Some(WorldStep::CrashAtIo { k: rng.range_inclusive(1, world.crash_at_io_k_max.max(1)) }),
+            4 => Some(WorldStep::CRASH),
+            5 => Some(WorldStep::CrashAtIo { k: rng.range_inclusive(1, world.crash_at_io_k_max.max(1)), shape: None }),
             7 => self.generate_tamper(rng),
-            _ => Some(WorldStep::CrashDuringRecovery { k: rng.range_inclusive(1, world.recovery_crash_k_max.max(1)) }),
+            _ => {
+                let k = rng.range_inclusive(1, world.recovery_crash_k_max.max(1));
+                Some(WorldStep::CrashDuringRecovery { k, shape: None })
+            }
         };
         match step {
             Some(step) => Step::World(step),
@@ -120,8 +123,9 @@ impl<T: Target> Session<T> {
     /// Apply one step: arm a pending crash, run it, recover if a crash cut it, reopen after tolerated errors.
     pub(crate) fn apply(&mut self, step: &Step<T::Op>) -> Result<Observed<T::Observation>, Violation> {
         let armed = self.world.armed.take();
-        if let Some(k) = armed {
-            self.env().crash_at_io(k.max(1));
+        if let Some((k, shape)) = &armed {
+            self.env().set_crash_shape(shape.clone());
+            self.env().crash_at_io((*k).max(1));
         }
         let mut observed = match step {
             Step::World(world_step) => self.apply_world(world_step)?,
@@ -139,6 +143,9 @@ impl<T: Target> Session<T> {
             observed = Observed::CutByCrash { io, path };
         } else if armed.is_some() {
             self.env().disarm_crash();
+        }
+        if armed.is_some() {
+            self.env().set_crash_shape(None);
         }
         self.world.poll_faults();
         if self.world.reopen_pending && !self.world.unrecoverable {
@@ -176,18 +183,21 @@ impl<T: Target> Session<T> {
 
     fn apply_world(&mut self, step: &WorldStep) -> Result<Observed<T::Observation>, Violation> {
         match step {
-            WorldStep::Crash => {
+            WorldStep::Crash { shape } => {
                 // The power stays off while the old system is dropped: none of its threads touches the disk
-                // again (ADR-0168); recovery powers the world on.
+                // again (ADR-0168); recovery powers the world on. The crash takes the step's shape (ADR-0172).
+                self.env().set_crash_shape(shape.clone());
                 self.env().cut_power();
+                self.env().set_crash_shape(None);
                 self.world.count("crashes");
                 self.recover()
             }
-            WorldStep::CrashAtIo { k } => {
-                self.world.armed = Some(*k);
+            WorldStep::CrashAtIo { k, shape } => {
+                self.world.armed = Some((*k, shape.clone()));
                 Ok(Observed::Armed { k: *k })
             }
-            WorldStep::CrashDuringRecovery { k } => {
+            WorldStep::CrashDuringRecovery { k, shape } => {
+                self.env().set_crash_shape(shape.clone());
                 self.env().cut_power();
                 self.world.count("crashes");
                 self.target.drop_system();
@@ -198,6 +208,7 @@ impl<T: Target> Session<T> {
                     self.world.count("crashes");
                 }
                 self.env().disarm_crash();
+                self.env().set_crash_shape(None);
                 self.recover()
             }
             WorldStep::Fault(fault) => {
@@ -330,7 +341,9 @@ impl<T: Target> Session<T> {
             return Ok(());
         }
         self.stage = "final_crash";
+        self.env().set_crash_shape(self.world_config.final_crash.clone());
         self.env().cut_power();
+        self.env().set_crash_shape(None);
         self.world.count("crashes");
         self.recover()?;
         if !self.target.is_open() && !self.world.damaged() {

@@ -58,6 +58,9 @@ pub struct RunOptions {
     pub sector_bytes: Option<u64>,
     /// Keep the image the run's last crash left ([`Outcome::crash_image`], for `--export-image`).
     pub keep_crash_image: bool,
+    /// Classify every crash's image by the persistence models that admit it ([`Outcome::crash_classes`],
+    /// ADR-0173). Changes no decision and no digest.
+    pub classify_crashes: bool,
 }
 
 impl RunOptions {
@@ -83,6 +86,7 @@ impl Default for RunOptions {
             persistence: None,
             sector_bytes: None,
             keep_crash_image: false,
+            classify_crashes: false,
         }
     }
 }
@@ -158,6 +162,9 @@ pub struct Outcome<C, O> {
     pub schedule: Schedule<C, O>,
     /// The disk as the run's last crash left it, when [`RunOptions::keep_crash_image`] asked (ADR-0111).
     pub crash_image: Option<env::CrashImage>,
+    /// For each crash of the run, the models that admit its image, weakest first, when
+    /// [`RunOptions::classify_crashes`] asked (ADR-0173).
+    pub crash_classes: Vec<Vec<env::Persistence>>,
 }
 
 /// The outcome type of target `T`.
@@ -402,6 +409,7 @@ fn execute<T: Target>(
     let env = SimEnv::with_model(seed, schedule.world.faults.clone(), schedule.world.disk.clone());
     env.set_buggify(schedule.world.buggify);
     env.keep_crash_images(options.keep_crash_image);
+    env.classify_crashes(options.classify_crashes);
     let mut run = Run::<T> { recorder: Recorder::new(seed, options), failure: None, panicked: false, steps_run: 0 };
     let steps_total = replay.map_or(options.steps, |steps| steps.len() as u64);
     let (world, config) = (schedule.world.clone(), schedule.config.clone());
@@ -550,6 +558,7 @@ fn outcome<T: Target>(run: Run<T>, schedule: ScheduleOf<T>, coverage: Coverage, 
         cpu_nanos: None,
         schedule,
         crash_image: if env.is_poisoned() { None } else { env.last_crash_image() },
+        crash_classes: if env.is_poisoned() { Vec::new() } else { env.crash_classes() },
     }
 }
 

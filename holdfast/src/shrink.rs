@@ -11,7 +11,8 @@ use std::collections::BTreeMap;
 use std::marker::PhantomData;
 
 use corpus::Signature;
-use env::{ExplicitFault, FaultConfig};
+use env::sim::{Fate, Marks};
+use env::{CrashShape, ExplicitFault, FaultConfig};
 use serde::Serialize;
 use shrinker::{Candidate, Simplify};
 
@@ -82,12 +83,43 @@ impl<T: Target> Simplify for Simplifier<T> {
     }
 }
 
+/// The shapes a crash that keyed draws decided is tried with (ADR-0172), simplest first: nothing pending kept,
+/// everything kept, only the newest operation kept (the interrupted write), all but the newest, and the two
+/// newest split either way.
+fn keyed_crash_shapes() -> Vec<CrashShape> {
+    let marks = |text: &str| Marks::try_from(text.to_string()).expect("valid marks");
+    vec![
+        CrashShape::all(false),
+        CrashShape::all(true),
+        CrashShape { newest: marks("k"), older: Fate::Dropped },
+        CrashShape { newest: marks("d"), older: Fate::Kept },
+        CrashShape { newest: marks("dk"), older: Fate::Dropped },
+        CrashShape { newest: marks("kd"), older: Fate::Kept },
+    ]
+}
+
+/// Simpler shapes of a crash: from keyed draws, [`keyed_crash_shapes`]; from a shape, [`CrashShape::simpler`].
+pub(crate) fn simpler_shapes(shape: Option<&CrashShape>) -> Vec<CrashShape> {
+    shape.map_or_else(keyed_crash_shapes, CrashShape::simpler)
+}
+
 fn simplify_world_step(step: &WorldStep) -> Vec<WorldStep> {
+    let shaped: Vec<WorldStep> = if step.is_crash() {
+        simpler_shapes(step.crash_shape()).into_iter().map(|shape| step.with_crash_shape(Some(shape))).collect()
+    } else {
+        Vec::new()
+    };
     match step {
-        WorldStep::CrashAtIo { k } => smaller(*k, 1).into_iter().map(|k| WorldStep::CrashAtIo { k }).collect(),
-        WorldStep::CrashDuringRecovery { k } => {
-            let mut out = vec![WorldStep::Crash];
-            out.extend(smaller(*k, 1).into_iter().map(|k| WorldStep::CrashDuringRecovery { k }));
+        WorldStep::Crash { .. } => shaped,
+        WorldStep::CrashAtIo { k, shape } => {
+            let mut out = shaped;
+            out.extend(smaller(*k, 1).into_iter().map(|k| WorldStep::CrashAtIo { k, shape: shape.clone() }));
+            out
+        }
+        WorldStep::CrashDuringRecovery { k, shape } => {
+            let mut out = vec![WorldStep::Crash { shape: shape.clone() }];
+            out.extend(shaped);
+            out.extend(smaller(*k, 1).into_iter().map(|k| WorldStep::CrashDuringRecovery { k, shape: shape.clone() }));
             out
         }
         WorldStep::Fault(ExplicitFault::FlipBit { path, offset }) => smaller(*offset, 0)
@@ -197,9 +229,56 @@ fn simplify_world(world: &WorldConfig) -> Vec<WorldConfig> {
         copy.faults.crash_metadata_kept_ppm = meta;
         out.push(copy);
     }
+    for shape in simpler_shapes(world.final_crash.as_ref()) {
+        out.push(WorldConfig { final_crash: Some(shape), ..world.clone() });
+    }
     out.retain(|candidate| candidate != world);
     out.dedup();
     out
+}
+
+/// Crash steps the pre-pass tries to give a shape, newest first (ADR-0172).
+const PIN_CRASHES_MAX: usize = 3;
+/// The pre-pass spends at most this fraction (1/n) of the budget.
+const PIN_BUDGET_DIVISOR: u64 = 8;
+
+/// Before shrinking (ADR-0172): give the newest crashes that keyed draws decided a shape that keeps the failure,
+/// so that removing unrelated steps keeps their images — the final power cut first when the failure came after
+/// it. Returns the candidate and the reruns spent (at most `budget`).
+fn pin_crashes<S: Clone + PartialEq, C: Clone>(
+    mut best: Candidate<Step<S>, (WorldConfig, C)>,
+    phase: &str,
+    fails: &mut impl FnMut(&Candidate<Step<S>, (WorldConfig, C)>) -> bool,
+    budget: u64,
+) -> (Candidate<Step<S>, (WorldConfig, C)>, u64) {
+    let crash_steps = best.steps.iter().enumerate().rev().filter_map(|(index, step)| match step {
+        Step::World(world) if world.is_crash() && world.crash_shape().is_none() => Some(Some(index)),
+        _ => None,
+    });
+    let final_first = (phase == "final_crash" && best.config.0.final_crash.is_none()).then_some(None);
+    let sites: Vec<Option<usize>> = final_first.into_iter().chain(crash_steps.take(PIN_CRASHES_MAX)).collect();
+    let mut reruns = 0;
+    for site in sites {
+        for shape in keyed_crash_shapes() {
+            if reruns >= budget {
+                return (best, reruns);
+            }
+            let mut candidate = best.clone();
+            match site {
+                None => candidate.config.0.final_crash = Some(shape),
+                Some(index) => {
+                    let Step::World(world) = &candidate.steps[index] else { unreachable!("a crash step") };
+                    candidate.steps[index] = Step::World(world.with_crash_shape(Some(shape)));
+                }
+            }
+            reruns += 1;
+            if fails(&candidate) {
+                best = candidate;
+                break;
+            }
+        }
+    }
+    (best, reruns)
 }
 
 /// The options each shrinking replay runs with: the caller's canary, nothing recorded.
@@ -240,7 +319,11 @@ pub fn shrink_schedule<T: Target>(
         let outcome = run_schedule::<T>(&candidate_schedule(candidate), &replay);
         outcome.failure.as_ref().map(crate::Failure::signature).as_ref() == Some(&signature)
     };
-    let report = shrinker::shrink(&Simplifier::<T>(PhantomData), initial, fails, budget);
+    let phase = original.failure.as_ref().map(|failure| failure.phase.clone()).unwrap_or_default();
+    let mut fails = fails;
+    let (initial, pinning_reruns) = pin_crashes(initial, &phase, &mut fails, budget / PIN_BUDGET_DIVISOR);
+    let mut report = shrinker::shrink(&Simplifier::<T>(PhantomData), initial, fails, budget - pinning_reruns);
+    report.reruns += pinning_reruns;
     let shrunk = candidate_schedule(&report.result);
     let validation = run_schedule::<T>(&shrunk, &RunOptions { history_steps: 10, ..replay.clone() });
     let got = validation.failure.as_ref().map(crate::Failure::signature);
@@ -287,21 +370,26 @@ mod tests {
 
     #[test]
     fn world_steps_simplify_to_simpler_world_steps() {
-        assert_eq!(
-            simplify_world_step(&WorldStep::CrashAtIo { k: 10 }),
-            vec![WorldStep::CrashAtIo { k: 1 }, WorldStep::CrashAtIo { k: 5 }, WorldStep::CrashAtIo { k: 9 }]
-        );
-        assert!(simplify_world_step(&WorldStep::CrashAtIo { k: 1 }).is_empty());
-        assert_eq!(simplify_world_step(&WorldStep::CrashDuringRecovery { k: 1 }), vec![WorldStep::Crash]);
-        assert_eq!(render_step(&WorldStep::CrashAtIo { k: 2 }), "crash_at_io k=2");
-        assert_eq!(render_step(&WorldStep::Crash), "crash");
+        let none = CrashShape::all(false);
+        let at = |k: u64, shape: &Option<CrashShape>| WorldStep::CrashAtIo { k, shape: shape.clone() };
+        let shaped = Some(CrashShape { newest: Marks::new(vec![true]), older: Fate::Dropped });
+        let simpler = simplify_world_step(&at(10, &shaped));
+        assert_eq!(simpler[..2], [at(10, &Some(none.clone())), at(10, &Some(CrashShape::all(true)))]);
+        assert_eq!(simpler[2..], [at(1, &shaped), at(5, &shaped), at(9, &shaped)], "then smaller k, same shape");
+        let keyed = simplify_world_step(&at(1, &None));
+        assert_eq!(keyed.len(), keyed_crash_shapes().len(), "a keyed crash is tried with each shape: {keyed:?}");
+        assert!(simplify_world_step(&at(1, &Some(none.clone()))).iter().all(|step| step.crash_shape() != Some(&none)));
+        assert_eq!(simplify_world_step(&WorldStep::CrashDuringRecovery { k: 1, shape: None })[0], WorldStep::CRASH);
+        assert_eq!(render_step(&at(2, &None)), "crash_at_io k=2");
+        assert_eq!(render_step(&WorldStep::CRASH), "crash");
+        assert_eq!(render_step(&at(2, &shaped)), r#"crash_at_io k=2 shape={"newest":"k","older":"dropped"}"#);
     }
 
     #[test]
     fn removing_a_kind_removes_exactly_that_kind() {
-        let steps = vec![WorldStep::Crash, WorldStep::Reopen, WorldStep::Crash];
+        let steps = vec![WorldStep::CRASH, WorldStep::Reopen, WorldStep::CRASH];
         let candidates = without_each_kind(&steps);
-        assert_eq!(candidates, vec![vec![WorldStep::Reopen], vec![WorldStep::Crash, WorldStep::Crash]]);
+        assert_eq!(candidates, vec![vec![WorldStep::Reopen], vec![WorldStep::CRASH, WorldStep::CRASH]]);
     }
 
     #[test]

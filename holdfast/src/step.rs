@@ -5,7 +5,7 @@
 //! **Invariant:** a world step's `op` names ([`WORLD_OPS`]) are reserved: a target operation may not use them
 //! (checked when a schedule is read, and by [`check_op_names`] in every target's tests).
 
-use env::ExplicitFault;
+use env::{CrashShape, ExplicitFault};
 use serde::de::{DeserializeOwned, Error as _};
 use serde::{Deserialize, Deserializer, Serialize};
 
@@ -17,12 +17,26 @@ pub const WORLD_OPS: [&str; 8] =
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "op")]
 pub enum WorldStep {
-    /// Power cut now, then recover and verify.
-    Crash,
-    /// Arm a crash at the `k`-th IO of the next step; disarmed after it if it did not fire.
-    CrashAtIo { k: u64 },
-    /// Power cut, then a second crash at the `k`-th IO of recovery itself, then recover and verify.
-    CrashDuringRecovery { k: u64 },
+    /// Power cut now, then recover and verify. `shape`: which pending operations the crash keeps, by their place
+    /// in the write sequence (ADR-0172); absent, the world's keyed draws decide (every schedule before shapes).
+    Crash {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        shape: Option<CrashShape>,
+    },
+    /// Arm a crash at the `k`-th IO of the next step; disarmed after it if it did not fire. `shape` as for
+    /// [`WorldStep::Crash`].
+    CrashAtIo {
+        k: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        shape: Option<CrashShape>,
+    },
+    /// Power cut, then a second crash at the `k`-th IO of recovery itself, then recover and verify. `shape`, when
+    /// present, shapes both crashes.
+    CrashDuringRecovery {
+        k: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        shape: Option<CrashShape>,
+    },
     /// Inject an explicit fault into one named file.
     Fault(ExplicitFault),
     /// Inject an explicit fault into a file chosen by its family and age when the step runs (what generation
@@ -97,6 +111,36 @@ pub fn file_family(path: &std::path::Path) -> (String, u64) {
 pub enum Step<Op> {
     World(WorldStep),
     Op(Op),
+}
+
+impl WorldStep {
+    /// A plain power cut with keyed crash decisions.
+    pub const CRASH: WorldStep = WorldStep::Crash { shape: None };
+
+    /// The crash shape of a crash step (`None` for other steps and for keyed crashes).
+    pub fn crash_shape(&self) -> Option<&CrashShape> {
+        match self {
+            WorldStep::Crash { shape }
+            | WorldStep::CrashAtIo { shape, .. }
+            | WorldStep::CrashDuringRecovery { shape, .. } => shape.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// Is this a step that crashes (now, armed, or inside recovery)?
+    pub fn is_crash(&self) -> bool {
+        matches!(self, WorldStep::Crash { .. } | WorldStep::CrashAtIo { .. } | WorldStep::CrashDuringRecovery { .. })
+    }
+
+    /// The same crash step with `shape` (other steps unchanged).
+    pub fn with_crash_shape(&self, new: Option<CrashShape>) -> WorldStep {
+        match self {
+            WorldStep::Crash { .. } => WorldStep::Crash { shape: new },
+            WorldStep::CrashAtIo { k, .. } => WorldStep::CrashAtIo { k: *k, shape: new },
+            WorldStep::CrashDuringRecovery { k, .. } => WorldStep::CrashDuringRecovery { k: *k, shape: new },
+            other => other.clone(),
+        }
+    }
 }
 
 impl<Op> Step<Op> {
@@ -201,8 +245,9 @@ mod tests {
     fn steps_round_trip_as_one_flat_list() {
         let steps: Vec<Step<Toy>> = vec![
             Step::Op(Toy::Put { key: 3 }),
-            Step::World(WorldStep::Crash),
-            Step::World(WorldStep::CrashAtIo { k: 5 }),
+            Step::World(WorldStep::CRASH),
+            Step::World(WorldStep::CrashAtIo { k: 5, shape: None }),
+            Step::World(WorldStep::Crash { shape: Some(CrashShape::all(false)) }),
             Step::World(WorldStep::Fault(ExplicitFault::FlipBit { path: PathBuf::from("/db/x"), offset: 7 })),
             Step::World(WorldStep::RunTask { name: "flush".into() }),
             Step::Op(Toy::Flush),
@@ -210,6 +255,8 @@ mod tests {
         let json = serde_json::to_string(&steps).expect("serializes");
         assert!(json.contains(r#"{"op":"put","key":3}"#), "{json}");
         assert!(json.contains(r#"{"op":"crash_at_io","k":5}"#), "{json}");
+        assert!(json.contains(r#"{"op":"crash"},"#), "a keyed crash reads as before: {json}");
+        assert!(json.contains(r#"{"op":"crash","shape":{"older":"dropped"}}"#), "{json}");
         assert!(json.contains(r#"{"op":"fault","fault":"flip_bit","path":"/db/x","offset":7}"#), "{json}");
         let back: Vec<Step<Toy>> = serde_json::from_str(&json).expect("parses");
         assert_eq!(back, steps);

@@ -298,6 +298,7 @@ pub fn stuck_outcome<T: Target>(failure: Failure, options: &RunOptions) -> Outco
         trace: Vec::new(),
         cpu_nanos: None,
         crash_image: None,
+        crash_classes: Vec::new(),
         schedule: Schedule::new(T::NAME, seed, world, config),
     }
 }

@@ -163,8 +163,8 @@ pub struct World {
     pub(crate) unrecoverable: bool,
     /// Reopen the system at the end of this step (an error surfaced).
     pub(crate) reopen_pending: bool,
-    /// A crash armed by a `crash_at_io` step for the next step.
-    pub(crate) armed: Option<u64>,
+    /// A crash armed by a `crash_at_io` step for the next step, and its shape (ADR-0172).
+    pub(crate) armed: Option<(u64, Option<env::CrashShape>)>,
     pub(crate) counters: Coverage,
     /// The last error an open returned (for `unavailable` observations).
     pub(crate) last_open_error: String,

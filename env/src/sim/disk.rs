@@ -96,19 +96,23 @@ pub(crate) enum WriteFate {
 /// The choices a crash needs, supplied by the caller as pure functions of stable keys.
 pub(crate) trait CrashDecisions {
     /// `key`: a stable key of the operation (its path and that path's operation index), not its position.
-    fn keep_meta(&mut self, key: u64) -> bool;
-    fn write_fate(&mut self, key: u64) -> WriteFate;
-    fn keep_sector(&mut self, key: u64, sector: u64) -> bool;
-    fn keep_set_len(&mut self, key: u64) -> bool;
+    /// `seq`: the operation's place in the disk-wide write sequence (what a [`super::shape::CrashShape`] names).
+    fn keep_meta(&mut self, key: u64, seq: u64) -> bool;
+    /// A pending write of `len` bytes at `offset`.
+    fn write_fate(&mut self, key: u64, seq: u64, offset: u64, len: u64) -> WriteFate;
+    fn keep_sector(&mut self, key: u64, seq: u64, sector: u64) -> bool;
+    fn keep_set_len(&mut self, key: u64, seq: u64) -> bool;
     /// For a dropped sector of a torn write: `Some(fill)` turns the whole sector into garbage made from `fill`.
     fn garble_sector(&mut self, key: u64, sector: u64) -> Option<u64>;
-    /// Page-cache models: how many of the `max` operations into page `page` of a file reached the disk, at least
-    /// `min` (`key`: the key of the first of them).
-    fn page_prefix(&mut self, key: u64, page: u64, min: u64, max: u64) -> u64;
-    /// `page`: after how many of its `ops` pending operations the file's size reached the disk (`key`: the first's).
-    fn size_prefix(&mut self, key: u64, ops: u64) -> u64;
-    /// `ext4-ordered`: how many of the `events` pending journal events (cut points after the floor) committed.
-    fn journal_prefix(&mut self, events: u64) -> u64;
+    /// Page-cache models: how many of the operations into page `page` of a file (`seqs`, in order) reached the
+    /// disk, at least `min` (`key`: the key of the first of them).
+    fn page_prefix(&mut self, key: u64, page: u64, min: u64, seqs: &[u64]) -> u64;
+    /// `page`: after how many of its pending operations (`seqs`, in order) the file's size reached the disk
+    /// (`key`: the first's).
+    fn size_prefix(&mut self, key: u64, seqs: &[u64]) -> u64;
+    /// `ext4-ordered`: how many of the pending journal events (`events`: their sequence numbers, in order)
+    /// committed.
+    fn journal_prefix(&mut self, events: &[u64]) -> u64;
 }
 
 /// What a crash did, for the fault log.
@@ -116,6 +120,8 @@ pub(crate) trait CrashDecisions {
 pub(crate) struct CrashEffects {
     pub(crate) meta_dropped: Vec<PathBuf>,
     pub(crate) meta_kept: Vec<PathBuf>,
+    /// The sequence numbers of the kept directory operations (ADR-0173's check).
+    pub(crate) meta_kept_seqs: Vec<u64>,
     pub(crate) writes_kept: Vec<(InodeId, u64)>,
     pub(crate) writes_dropped: Vec<(InodeId, u64)>,
     pub(crate) writes_torn: Vec<(InodeId, u64)>,
@@ -367,11 +373,12 @@ impl Disk {
         let cut = self.model.persistence.is_journaled().then(|| self.journal_cut(decisions, &mut effects));
         self.pending_by_dir.clear();
         for (number, pending) in std::mem::take(&mut self.pending_meta) {
-            let keep = cut.map_or_else(|| decisions.keep_meta(pending.key), |cut| number < cut);
+            let keep = cut.map_or_else(|| decisions.keep_meta(pending.key, number), |cut| number < cut);
             let path = self.names.path(meta_path(&pending.op)).to_path_buf();
             if keep {
                 self.apply_meta(&pending.op);
                 effects.meta_kept.push(path);
+                effects.meta_kept_seqs.push(number);
             } else {
                 effects.meta_dropped.push(path);
             }
@@ -396,6 +403,30 @@ impl Disk {
         effects
     }
 
+    /// What [`super::admits::admitted`] needs of the disk before a crash (clones every pending operation).
+    pub(crate) fn before_crash(&self) -> super::admits::BeforeCrash {
+        let files = self.inodes.iter().map(|(&id, inode)| (id, inode.durable.clone(), inode.pending.clone())).collect();
+        let meta = self.pending_meta.keys().copied().collect();
+        super::admits::BeforeCrash { page_bytes: self.model.page_bytes, floor: self.journal_floor, meta, files }
+    }
+
+    /// Every pending unit, unordered: what a crash shape counts back through (ADR-0172). A write is one unit per
+    /// page it touches, `(seq, page)`; a `set_len` or a directory operation is one, `(seq, NO_PAGE)`.
+    pub(crate) fn pending_units(&self) -> Vec<(u64, u64)> {
+        let page_bytes = self.model.page_bytes;
+        let mut units: Vec<(u64, u64)> = self.pending_meta.keys().map(|&seq| (seq, super::shape::NO_PAGE)).collect();
+        for op in self.inodes.values().flat_map(|inode| inode.pending.iter()) {
+            match *op {
+                PendingData::Write { offset, ref data, seq, .. } if !data.is_empty() => {
+                    let last = (offset + data.len() as u64 - 1) / page_bytes;
+                    units.extend((offset / page_bytes..=last).map(|page| (seq, page)));
+                }
+                _ => units.push((op.seq(), super::shape::NO_PAGE)),
+            }
+        }
+        units
+    }
+
     /// `ext4-ordered`: the journal's cut point, a sequence number: events below it persist, the rest are lost.
     /// Candidates: the floor (the last commit) and just after each pending event at or above it.
     fn journal_cut(&self, decisions: &mut dyn CrashDecisions, effects: &mut CrashEffects) -> u64 {
@@ -404,7 +435,7 @@ impl Disk {
         let mut events: Vec<u64> = self.pending_meta.keys().copied().chain(data).filter(|&seq| seq >= floor).collect();
         events.sort_unstable();
         events.dedup();
-        let committed = decisions.journal_prefix(events.len() as u64);
+        let committed = decisions.journal_prefix(&events);
         assert!(committed <= events.len() as u64, "journal prefix past its events");
         effects.journal = Some((committed, events.len() as u64));
         match committed {

@@ -6,29 +6,29 @@ use super::*;
 struct Keep(Vec<u64>);
 
 impl CrashDecisions for Keep {
-    fn keep_meta(&mut self, key: u64) -> bool {
+    fn keep_meta(&mut self, key: u64, _seq: u64) -> bool {
         self.0.contains(&key)
     }
-    fn write_fate(&mut self, _key: u64) -> WriteFate {
+    fn write_fate(&mut self, _key: u64, _seq: u64, _offset: u64, _len: u64) -> WriteFate {
         WriteFate::Kept
     }
-    fn keep_sector(&mut self, _key: u64, _sector: u64) -> bool {
+    fn keep_sector(&mut self, _key: u64, _seq: u64, _sector: u64) -> bool {
         true
     }
-    fn keep_set_len(&mut self, _key: u64) -> bool {
+    fn keep_set_len(&mut self, _key: u64, _seq: u64) -> bool {
         true
     }
     fn garble_sector(&mut self, _key: u64, _sector: u64) -> Option<u64> {
         None
     }
-    fn page_prefix(&mut self, _key: u64, _page: u64, _min: u64, max: u64) -> u64 {
-        max
+    fn page_prefix(&mut self, _key: u64, _page: u64, _min: u64, seqs: &[u64]) -> u64 {
+        seqs.len() as u64
     }
-    fn size_prefix(&mut self, _key: u64, ops: u64) -> u64 {
-        ops
+    fn size_prefix(&mut self, _key: u64, seqs: &[u64]) -> u64 {
+        seqs.len() as u64
     }
-    fn journal_prefix(&mut self, events: u64) -> u64 {
-        events
+    fn journal_prefix(&mut self, events: &[u64]) -> u64 {
+        events.len() as u64
     }
 }
 

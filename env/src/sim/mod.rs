@@ -12,6 +12,7 @@
 //! pure `disk` model and `faults` configuration they share; a crash applies the world's persistence model
 //! (`persistence`, ADR-0109) through `posix` (per write and sector) or `paged` (per page, and a journal).
 
+mod admits;
 mod budget;
 mod disk;
 pub(crate) mod driver;
@@ -26,6 +27,7 @@ mod persistence;
 mod posix;
 mod power;
 mod scheduler;
+mod shape;
 pub(crate) mod threads;
 mod world;
 
@@ -46,12 +48,15 @@ pub use self::image::{CRASH_UNITS_LISTED_MAX, FileCrash};
 pub use self::persistence::{
     CrashImage, DiskModel, PAGE_BYTES_DEFAULT, PAGE_BYTES_MAX, Persistence, SECTOR_BYTES_CHOICES,
 };
+pub use self::shape::{CRASH_SHAPE_MARKS_MAX, CrashShape, Fate, Marks};
 use self::world::World;
 use crate::Op;
 use crate::random::StableHasher;
 
 /// The fault log keeps at most this many records; later faults are only counted.
 pub const FAULT_LOG_MAX: usize = 100_000;
+/// A world classifies at most this many crashes (ADR-0173); later ones are not classified.
+pub const CRASH_CLASSES_MAX: usize = 10_000;
 /// A task waited on inline must finish within this many steps, or it is livelocked (a bug: panic).
 pub const TASK_INLINE_STEPS_MAX: u64 = 10_000_000;
 /// How far a misdirected write can land from its target, in sectors.
@@ -113,6 +118,21 @@ impl SimEnv {
     /// The image the last crash left, when [`SimEnv::keep_crash_images`] is on.
     pub fn last_crash_image(&self) -> Option<CrashImage> {
         self.lock_world().last_crash_image.clone()
+    }
+
+    /// Give every later crash `shape` (ADR-0172) instead of keyed draws; `None` goes back to the draws.
+    pub fn set_crash_shape(&self, shape: Option<CrashShape>) {
+        self.lock_world().crash_shape = shape;
+    }
+
+    /// Classify every later crash's image by the persistence models that admit it (ADR-0173); off by default.
+    pub fn classify_crashes(&self, on: bool) {
+        self.lock_world().classify_crashes = on;
+    }
+
+    /// For each crash classified so far, in order: the models that admit its image, weakest first.
+    pub fn crash_classes(&self) -> Vec<Vec<Persistence>> {
+        self.lock_world().crash_classes.clone()
     }
 
     /// The persistence model and sector size of this world.

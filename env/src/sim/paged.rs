@@ -78,7 +78,8 @@ fn choose_pages(
             _ => 0,
         };
         let key = ops[list[0] - 1].key();
-        let kept = decisions.page_prefix(key, page, forced as u64, list.len() as u64);
+        let seqs: Vec<u64> = list.iter().map(|&op| ops[op - 1].seq()).collect();
+        let kept = decisions.page_prefix(key, page, forced as u64, &seqs);
         assert!((forced as u64..=list.len() as u64).contains(&kept), "page prefix out of range");
         let kept =
             written_back(ops, list, page * page_bytes, usize::try_from(kept).expect("fits"), forced, journal_ops);
@@ -157,7 +158,8 @@ pub(super) fn crash_inode(
     if let Some(first) = ops.first() {
         let touched = touches(image.len() as u64, &ops, page_bytes);
         let size_ops = journal_ops.unwrap_or_else(|| {
-            let chosen = decisions.size_prefix(first.key(), ops.len() as u64);
+            let seqs: Vec<u64> = ops.iter().map(PendingData::seq).collect();
+            let chosen = decisions.size_prefix(first.key(), &seqs);
             usize::try_from(chosen).expect("fits").min(ops.len())
         });
         let limits = choose_pages(&touched, &ops, journal_ops, page_bytes, decisions);
@@ -189,4 +191,97 @@ fn record(
         };
         list.push((id, offset));
     }
+}
+
+/// One file's crash, checked against the page-cache models (ADR-0173): which page states its image could come
+/// from. The check enumerates exactly the choices [`crash_inode`] can make, so every image it produced passes.
+pub(super) struct FileCheck {
+    ops: Vec<PendingData>,
+    touched: Touches,
+    page_bytes: u64,
+    size: u64,
+    /// For each touched page, the prefixes `k` (operations held) whose page equals the image's.
+    matching: BTreeMap<u64, Vec<usize>>,
+    /// Every untouched page of the image equals its durable bytes.
+    untouched_equal: bool,
+}
+
+impl FileCheck {
+    /// `durable` and `ops`: the file before the crash; `after`: its bytes after.
+    pub(super) fn new(durable: &[u8], ops: Vec<PendingData>, after: &[u8], page_bytes: u64) -> Self {
+        let touched = touches(durable.len() as u64, &ops, page_bytes);
+        let size = after.len() as u64;
+        let range = |page: u64| {
+            let start = usize::try_from(page * page_bytes).expect("fits");
+            start..usize::try_from(((page + 1) * page_bytes).min(size)).expect("fits")
+        };
+        let mut matching = BTreeMap::new();
+        for (&page, list) in &touched.by_page {
+            if page * page_bytes >= size {
+                matching.insert(page, (0..=list.len()).collect());
+                continue;
+            }
+            let wanted = &after[range(page)];
+            let fits =
+                (0..=list.len()).filter(|&k| page_state(durable, &ops, &list[..k], page, page_bytes, size) == wanted);
+            matching.insert(page, fits.collect());
+        }
+        let pages = size.div_ceil(page_bytes);
+        let untouched_equal = (0..pages).filter(|page| !touched.by_page.contains_key(page)).all(|page| {
+            let range = range(page);
+            let old = durable.get(range.start..range.end.min(durable.len())).unwrap_or_default();
+            after[range.clone()].starts_with(old) && after[range.start + old.len()..range.end].iter().all(|&b| b == 0)
+        });
+        Self { ops, touched, page_bytes, size, matching, untouched_equal }
+    }
+
+    /// Could the model produce this image? `journal_ops`: under `ext4-ordered`, how many of the file's pending
+    /// operations precede the journal's cut; `None` under `page`.
+    pub(super) fn admits(&self, journal_ops: Option<usize>) -> bool {
+        let lens = &self.touched.lens;
+        let size_fits = match journal_ops {
+            Some(cut) => lens[cut] == self.size,
+            None => lens.contains(&self.size),
+        };
+        if !self.untouched_equal || !size_fits {
+            return false;
+        }
+        let exposed = journal_ops.and_then(|cut| exposed_pages(lens, cut, self.page_bytes));
+        self.touched.by_page.iter().all(|(&page, list)| {
+            let forced = match (&exposed, journal_ops) {
+                (Some(range), Some(cut)) if range.contains(&page) => list.iter().filter(|&&op| op <= cut).count(),
+                _ => 0,
+            };
+            let page_start = page * self.page_bytes;
+            let fits = &self.matching[&page];
+            (forced..=list.len())
+                .any(|k| fits.contains(&written_back(&self.ops, list, page_start, k, forced, journal_ops)))
+        })
+    }
+}
+
+/// Page `page` of the file after the operations `held` (1-based, in order) of `ops`, cut at `size`.
+fn page_state(durable: &[u8], ops: &[PendingData], held: &[usize], page: u64, page_bytes: u64, size: u64) -> Vec<u8> {
+    let start = page * page_bytes;
+    let end = ((page + 1) * page_bytes).min(size);
+    let mut bytes = vec![0u8; usize::try_from(end - start).expect("fits")];
+    let copy = |bytes: &mut Vec<u8>, offset: u64, data: &[u8]| {
+        let (from, to) = (offset.max(start), (offset + data.len() as u64).min(end));
+        if from < to {
+            let source = usize::try_from(from - offset).expect("fits")..usize::try_from(to - offset).expect("fits");
+            let target = usize::try_from(from - start).expect("fits");
+            bytes[target..target + source.len()].copy_from_slice(&data[source]);
+        }
+    };
+    copy(&mut bytes, 0, durable);
+    for &number in held {
+        match ops[number - 1] {
+            PendingData::Write { offset, ref data, .. } => copy(&mut bytes, offset, data),
+            PendingData::SetLen { len, .. } => {
+                let from = usize::try_from(len.max(start).min(end) - start).expect("fits");
+                bytes[from..].fill(0);
+            }
+        }
+    }
+    bytes
 }

@@ -14,28 +14,30 @@ pub(super) fn crash_inode(
     let mut image = std::mem::take(&mut inode.durable);
     for op in std::mem::take(&mut inode.pending) {
         match op {
-            PendingData::Write { offset, data, key, .. } => match decisions.write_fate(key) {
-                WriteFate::Kept => {
-                    write_into(&mut image, offset, &data);
-                    effects.writes_kept.push((id, offset));
-                }
-                WriteFate::Dropped => effects.writes_dropped.push((id, offset)),
-                WriteFate::Torn => {
-                    effects.writes_torn.push((id, offset));
-                    for (piece_offset, piece) in unit_pieces(offset, &data, sector_bytes) {
-                        let sector = piece_offset / sector_bytes;
-                        if decisions.keep_sector(key, sector) {
-                            write_into(&mut image, piece_offset, piece);
-                        } else if let Some(fill) = decisions.garble_sector(key, sector) {
-                            let piece_end = piece_offset + piece.len() as u64;
-                            garble_sector(&mut image, (sector, sector_bytes), piece_end, fill);
-                            effects.sectors_garbled.push((id, sector * sector_bytes));
+            PendingData::Write { offset, data, key, seq } => {
+                match decisions.write_fate(key, seq, offset, data.len() as u64) {
+                    WriteFate::Kept => {
+                        write_into(&mut image, offset, &data);
+                        effects.writes_kept.push((id, offset));
+                    }
+                    WriteFate::Dropped => effects.writes_dropped.push((id, offset)),
+                    WriteFate::Torn => {
+                        effects.writes_torn.push((id, offset));
+                        for (piece_offset, piece) in unit_pieces(offset, &data, sector_bytes) {
+                            let sector = piece_offset / sector_bytes;
+                            if decisions.keep_sector(key, seq, sector) {
+                                write_into(&mut image, piece_offset, piece);
+                            } else if let Some(fill) = decisions.garble_sector(key, sector) {
+                                let piece_end = piece_offset + piece.len() as u64;
+                                garble_sector(&mut image, (sector, sector_bytes), piece_end, fill);
+                                effects.sectors_garbled.push((id, sector * sector_bytes));
+                            }
                         }
                     }
                 }
-            },
-            PendingData::SetLen { len, key, .. } => {
-                if decisions.keep_set_len(key) {
+            }
+            PendingData::SetLen { len, key, seq } => {
+                if decisions.keep_set_len(key, seq) {
                     image.resize(usize::try_from(len).expect("file length fits in memory"), 0);
                 }
             }

@@ -12,6 +12,7 @@ use super::faults::{FaultConfig, FaultKeying, FaultKind, FaultRecord, detail, fi
 use super::names::PathId;
 use super::persistence::CrashImage;
 use super::scheduler::TaskSlot;
+use super::shape::{CrashShape, ShapedCrash};
 use super::threads::{Sched, index_in};
 use crate::random::{DeterministicRng, chance_ppm, hash_bytes, keyed};
 use crate::thread::ThreadFailure;
@@ -82,6 +83,11 @@ pub(super) struct World {
     /// The first thread the world refused (not the owner, not one of its threads), for the owner to raise
     /// ([`super::driver`], ADR-0169).
     pub(super) refused: Option<ThreadFailure>,
+    /// The shape every crash takes while set (ADR-0172); keyed draws while `None`.
+    pub(super) crash_shape: Option<CrashShape>,
+    /// Classify each crash's image by the models that admit it (ADR-0173), and the classes so far.
+    pub(super) classify_crashes: bool,
+    pub(super) crash_classes: Vec<Vec<super::persistence::Persistence>>,
 }
 
 /// Keyed crash decisions: pure functions of (seed, crash number, the operation's stable key).
@@ -92,12 +98,12 @@ struct KeyedCrash<'a> {
 }
 
 impl CrashDecisions for KeyedCrash<'_> {
-    fn keep_meta(&mut self, key: u64) -> bool {
+    fn keep_meta(&mut self, key: u64, _seq: u64) -> bool {
         let value = keyed(&[self.seed, tag::CRASH_META, self.crash, key]);
         chance_ppm(self.config.crash_metadata_kept_ppm, value)
     }
 
-    fn write_fate(&mut self, key: u64) -> WriteFate {
+    fn write_fate(&mut self, key: u64, _seq: u64, _offset: u64, _len: u64) -> WriteFate {
         let value = keyed(&[self.seed, tag::CRASH_WRITE, self.crash, key]);
         if chance_ppm(self.config.crash_write_kept_ppm, value) {
             WriteFate::Kept
@@ -108,11 +114,11 @@ impl CrashDecisions for KeyedCrash<'_> {
         }
     }
 
-    fn keep_sector(&mut self, key: u64, sector: u64) -> bool {
+    fn keep_sector(&mut self, key: u64, _seq: u64, sector: u64) -> bool {
         keyed(&[self.seed, tag::CRASH_SECTOR, self.crash, key, sector]) & 1 == 0
     }
 
-    fn keep_set_len(&mut self, key: u64) -> bool {
+    fn keep_set_len(&mut self, key: u64, _seq: u64) -> bool {
         keyed(&[self.seed, tag::CRASH_SET_LEN, self.crash, key]) & 1 == 0
     }
 
@@ -122,18 +128,21 @@ impl CrashDecisions for KeyedCrash<'_> {
     }
 
     /// All of the page's operations with the chance a write is kept whole, else uniform over `min..=max`.
-    fn page_prefix(&mut self, key: u64, page: u64, min: u64, max: u64) -> u64 {
+    fn page_prefix(&mut self, key: u64, page: u64, min: u64, seqs: &[u64]) -> u64 {
+        let max = seqs.len() as u64;
         let value = keyed(&[self.seed, tag::CRASH_PAGE, self.crash, key, page]);
         prefix(self.config.crash_write_kept_ppm, value, min, max)
     }
 
-    fn size_prefix(&mut self, key: u64, ops: u64) -> u64 {
+    fn size_prefix(&mut self, key: u64, seqs: &[u64]) -> u64 {
+        let ops = seqs.len() as u64;
         let value = keyed(&[self.seed, tag::CRASH_SIZE, self.crash, key]);
         prefix(self.config.crash_write_kept_ppm, value, 0, ops)
     }
 
     /// Every event with the chance a metadata operation is kept, else uniform over `0..=events`.
-    fn journal_prefix(&mut self, events: u64) -> u64 {
+    fn journal_prefix(&mut self, events: &[u64]) -> u64 {
+        let events = events.len() as u64;
         let value = keyed(&[self.seed, tag::CRASH_JOURNAL, self.crash]);
         prefix(self.config.crash_metadata_kept_ppm, value, 0, events)
     }
@@ -195,6 +204,9 @@ impl World {
             last_crash_image: None,
             thread_births: Vec::new(),
             refused: None,
+            crash_shape: None,
+            classify_crashes: false,
+            crash_classes: Vec::new(),
         }
     }
 
@@ -259,12 +271,18 @@ impl World {
             }
         }
         let config = self.config.clone();
-        let mut decisions = KeyedCrash { seed: self.seed, crash: self.crash_count, config: &config };
-        let before = if self.keep_crash_image { super::image::files_before(&self.disk) } else { Vec::new() };
-        let effects = self.disk.crash(&mut decisions);
+        let files_before = if self.keep_crash_image { super::image::files_before(&self.disk) } else { Vec::new() };
+        let before = self.classify_crashes.then(|| self.disk.before_crash());
+        let effects = match &self.crash_shape {
+            Some(shape) => self.disk.crash(&mut ShapedCrash::new(shape, &self.disk.pending_units(), &self.disk.model)),
+            None => self.disk.crash(&mut KeyedCrash { seed: self.seed, crash: self.crash_count, config: &config }),
+        };
+        if let Some(before) = before.filter(|_| self.crash_classes.len() < super::CRASH_CLASSES_MAX) {
+            self.crash_classes.push(super::admits::admitted(before, &self.disk, &effects));
+        }
         if self.keep_crash_image {
             let mut image = self.crash_image(&effects, &names);
-            image.file_crashes = super::image::file_crashes(before, &self.disk);
+            image.file_crashes = super::image::file_crashes(files_before, &self.disk);
             self.last_crash_image = Some(image);
         }
         for path in &effects.meta_dropped {

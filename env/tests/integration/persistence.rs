@@ -314,3 +314,113 @@ fn an_undone_truncate_leaves_the_pages_it_freed_unzeroed() {
         assert!(undone > 0 && kept > 0, "{persistence:?}: the truncate was undone {undone} and kept {kept} times");
     }
 }
+
+/// Run `actions` on durable files, then crash with classification on (ADR-0173); the models that admit the image
+/// and each file's image.
+fn classified_crash(
+    seed: u64,
+    persistence: Persistence,
+    actions: &[Action],
+    shape: Option<env::CrashShape>,
+) -> (Vec<Persistence>, Vec<Vec<u8>>) {
+    let env = world(seed, persistence);
+    let files = durable_files(&env, &[7u8; 5000]);
+    drop(run(&env, &files, actions));
+    drop(files);
+    env.classify_crashes(true);
+    env.set_crash_shape(shape);
+    env.crash();
+    let classes = env.crash_classes();
+    assert_eq!(classes.len(), 1, "one crash, one class");
+    let images = (0..FILES).map(|file| env.read_current(&path(file)).expect("a durable name survives")).collect();
+    (classes[0].clone(), images)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Every model admits the images it produces, and so does every weaker one: a crash under `page` is never
+    /// classified "cannot on posix" (ADR-0173). When the check admits an image under `page`, ADR-0109's independent
+    /// snapshot check agrees.
+    #[test]
+    fn every_model_admits_its_own_images_and_the_weaker_models_do_too(
+        seed in any::<u64>(),
+        actions in proptest::collection::vec(action(), 1..16),
+    ) {
+        for (index, persistence) in Persistence::ALL.into_iter().enumerate() {
+            let (admitted, images) = classified_crash(seed, persistence, &actions, None);
+            prop_assert!(admitted.len() > index, "{} image admitted by {:?} only", persistence, admitted);
+            prop_assert_eq!(&admitted[..=index], &Persistence::ALL[..=index], "{} image", persistence);
+            if admitted.contains(&Persistence::Page) {
+                let env = world(seed, persistence);
+                let files = durable_files(&env, &[7u8; 5000]);
+                let snapshots = run(&env, &files, &actions);
+                for (file, image) in images.iter().enumerate() {
+                    let why = page_violation(image, &snapshots[file], false);
+                    prop_assert!(why.is_none(), "{} f{}: classified page but {:?}", persistence, file, why);
+                }
+            }
+        }
+    }
+}
+
+/// `posix`'s images that no page cache produces are classified `posix` only, in some seeds.
+#[test]
+fn posix_images_no_page_cache_makes_are_classified_posix_only() {
+    let actions = [
+        Action::Write { file: 0, offset: 0, len: 512, byte: 1 },
+        Action::Write { file: 0, offset: 512, len: 512, byte: 2 },
+        Action::SetLen { file: 1, len: 0 },
+        Action::Write { file: 1, offset: 0, len: 100, byte: 3 },
+    ];
+    let posix_only = (0..64)
+        .filter(|&seed| classified_crash(seed, Persistence::Posix, &actions, None).0 == [Persistence::Posix])
+        .count();
+    assert!(posix_only >= 8, "only {posix_only} of 64 posix crashes were posix-only");
+}
+
+fn newest_kept() -> env::CrashShape {
+    env::CrashShape { newest: env::sim::Marks::new(vec![true]), older: env::sim::Fate::Dropped }
+}
+
+/// A shaped crash (ADR-0172) keeps the newest write and drops the older one on every model, whatever the seed,
+/// when both overwrite durable pages; an unrelated write before them changes nothing.
+#[test]
+fn a_crash_shape_names_the_image_by_place_in_the_write_sequence() {
+    let data = Action::Write { file: 0, offset: 4096, len: 500, byte: 1 };
+    let header = Action::Write { file: 0, offset: 0, len: 100, byte: 2 };
+    let unrelated = Action::Write { file: 2, offset: 0, len: 10, byte: 3 };
+    for persistence in Persistence::ALL {
+        let mut images = Vec::new();
+        for (seed, actions) in
+            [(1, vec![data.clone(), header.clone()]), (2, vec![unrelated.clone(), data.clone(), header.clone()])]
+        {
+            let (admitted, files) = classified_crash(seed, persistence, &actions, Some(newest_kept()));
+            let file = &files[0];
+            assert_eq!((file[0], file[4096], file.len()), (2, 7, 5000), "{persistence}: header kept, data dropped");
+            assert_eq!(admitted, Persistence::ALL, "an overwrite of durable pages is an image of every model");
+            images.push(file.clone());
+        }
+        assert_eq!(images[0], images[1], "{persistence}: the unrelated write changed the image");
+    }
+}
+
+/// The same shape over an append and then a header: `page` exposes the appended page unwritten (zeros under the
+/// grown size: an image `posix` and `page` admit and `ext4-ordered` does not), `ext4-ordered` projects the shape
+/// onto what `data=ordered` allows (the append's data is forced out with the size that exposes it).
+#[test]
+fn a_crash_shape_projects_onto_each_model() {
+    let actions = [
+        Action::Write { file: 0, offset: 5000, len: 3000, byte: 1 },
+        Action::Write { file: 0, offset: 0, len: 100, byte: 2 },
+    ];
+    let (admitted, files) = classified_crash(3, Persistence::Page, &actions, Some(newest_kept()));
+    assert_eq!((files[0][0], files[0][5000], files[0].len()), (2, 0, 8000), "page: header over an unwritten append");
+    assert_eq!(admitted, [Persistence::Posix, Persistence::Page]);
+    let (admitted, files) = classified_crash(3, Persistence::Ext4Ordered, &actions, Some(newest_kept()));
+    assert_eq!((files[0][0], files[0][5000], files[0].len()), (2, 1, 8000), "ext4-ordered: the append came first");
+    assert_eq!(admitted, Persistence::ALL);
+    let (admitted, files) = classified_crash(3, Persistence::Posix, &actions, Some(newest_kept()));
+    assert_eq!((files[0][0], files[0].len()), (2, 5000), "posix: the append dropped whole");
+    assert_eq!(admitted, Persistence::ALL, "the old size with the header: every model's image");
+}

@@ -20,6 +20,8 @@ use holdfast::protocol::{cut_io, in_dir};
 use holdfast::{FailureKind, FaultMenu, FaultSite, Observed, Step, SystemError, Target, Violation, World, WorldConfig};
 use serde::{Deserialize, Serialize};
 
+#[cfg(feature = "planted-page-bug")]
+pub mod appended;
 pub mod store;
 pub mod writer;
 use crate::store::{Error, Store};

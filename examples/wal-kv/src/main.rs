@@ -3,6 +3,8 @@ fn main() -> std::process::ExitCode {
         .seeds_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/seeds"));
     #[cfg(feature = "planted-bug")]
     let cli = cli.built_with("planted-bug"); // printed replay and test commands repeat the feature
+    #[cfg(feature = "planted-page-bug")]
+    let cli = cli.built_with("planted-page-bug");
     #[cfg(feature = "planted-race")]
     let cli = cli.built_with("planted-race");
     cli.target::<wal_kv::WalKvTarget>().run()

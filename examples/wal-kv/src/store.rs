@@ -184,7 +184,14 @@ impl<E: Env> Store<E> {
             _ => {}
         }
         let mut map = BTreeMap::new();
-        match fs.read(dir.join("data")) {
+        #[cfg(feature = "planted-page-bug")]
+        let read = crate::appended::read_twice(&fs, &dir.join("data"));
+        #[cfg(not(feature = "planted-page-bug"))]
+        let read = fs.read(dir.join("data"));
+        match read {
+            #[cfg(feature = "planted-page-bug")]
+            Ok(bytes) => crate::appended::load(&dir.join("data"), &bytes?, &mut map)?,
+            #[cfg(not(feature = "planted-page-bug"))]
             Ok(bytes) => load_checkpoint(&dir.join("data"), &bytes, &mut map)?,
             Err(error) if error.kind() == io::ErrorKind::NotFound => {}
             Err(error) => return Err(error.into()),
@@ -197,6 +204,10 @@ impl<E: Env> Store<E> {
             log.set_len(valid_end)?; // Drop the torn tail, so the next append starts on a frame boundary.
         }
         log.seek(SeekFrom::Start(valid_end))?;
+        // The planted layout appends checkpoints to `data` in place: its name must be durable (with the log's,
+        // by the directory sync below) before the first checkpoint.
+        #[cfg(feature = "planted-page-bug")]
+        drop(fs.open_options().write(true).create(true).open(dir.join("data"))?);
         // Whatever we replayed may still be only in the page cache (its write's fsync failed, say): make it durable
         // before serving it, and make the log's name (and any half-finished rename) durable with the directory.
         log.sync_data()?;
@@ -253,6 +264,14 @@ impl<E: Env> Store<E> {
         result
     }
 
+    #[cfg(feature = "planted-page-bug")]
+    fn write_checkpoint(&mut self) -> Result<()> {
+        crate::appended::write_checkpoint(&self.fs, &self.dir.join("data"), &self.map)?;
+        self.log.truncate()?;
+        Ok(())
+    }
+
+    #[cfg(not(feature = "planted-page-bug"))]
     fn write_checkpoint(&mut self) -> Result<()> {
         let mut bytes = Vec::new();
         bytes.extend_from_slice(MAGIC);
@@ -275,6 +294,7 @@ impl<E: Env> Store<E> {
     }
 }
 
+#[cfg_attr(feature = "planted-page-bug", expect(dead_code, reason = "the planted layout loads its own"))]
 fn load_checkpoint(path: &Path, bytes: &[u8], map: &mut BTreeMap<Vec<u8>, Vec<u8>>) -> Result<()> {
     let corrupt =
         |offset: usize, reason: String| Error::Corruption { file: path.into(), offset: offset as u64, reason };

@@ -186,6 +186,7 @@ mod tests {
             cpu_nanos: None,
             schedule: Schedule::<(), ()>::new("toy", seed, world, ()),
             crash_image: Some(image),
+            crash_classes: Vec::new(),
         };
         describe(&outcome, outcome.crash_image.as_ref().expect("an image"))
     }

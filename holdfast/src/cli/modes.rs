@@ -76,10 +76,12 @@ pub(super) fn save_schedule<T: Target>(path: &Path, schedule: &ScheduleOf<T>, no
     true
 }
 
-/// After a failure: the persistence models it reproduces on (ADR-0112), as the line to print.
+/// After a failure: the persistence models it can happen on and the replays' evidence (ADR-0173), as the two
+/// lines to print.
 fn models_line<T: Target>(outcome: &OutcomeOf<T>, options: &RunOptions) -> Option<String> {
     let failure = outcome.failure.as_ref()?;
-    Some(crate::models::models_reproducing::<T>(&outcome.schedule, &failure.signature(), options).line())
+    let report = crate::models::classify_failure::<T>(&outcome.schedule, &failure.signature(), options);
+    Some(format!("{}\n{}", report.line(), report.evidence_line()))
 }
 
 /// With `--export-image DIR`, write the run's last crash image. False (after printing why) on an error.

@@ -62,7 +62,7 @@ pub(super) fn shrink_and_report<T: Target>(
         .validation
         .failure
         .as_ref()
-        .map(|failure| crate::models::models_reproducing::<T>(&shrunk.schedule, &failure.signature(), options));
+        .map(|failure| crate::models::classify_failure::<T>(&shrunk.schedule, &failure.signature(), options));
     if let Some(name) = &args.save
         && let Err(error) = save_seed::<T>(context, name, &shrunk, models.as_ref())
     {
@@ -72,6 +72,7 @@ pub(super) fn shrink_and_report<T: Target>(
     outln!("confirmed by a fresh replay:");
     if let Some(report) = &models {
         outln!("{}", report.line());
+        outln!("{}", report.evidence_line());
     }
     let validation = &shrunk.validation;
     if let Some(failure) = &validation.failure {
@@ -106,7 +107,8 @@ fn save_seed<T: Target>(
         format!("{} found by seed {}, shrunk to {} steps", shrunk.signature, shrunk.schedule.seed, shrunk.steps_after)
     });
     let digest = matches!(expect, corpus::Expectation::Fail(_)).then(|| shrunk.validation.digest_hex());
-    let (reproduces_on, not_on) = models.map(crate::models::ModelReport::names).unwrap_or_default();
+    let (can_happen_on, cannot_on) = models.map(crate::models::ModelReport::names).unwrap_or_default();
+    let (replay_fails_on, replay_differs_on) = models.map(crate::models::ModelReport::replay_names).unwrap_or_default();
     let seed = corpus::SeedFile {
         format_version: corpus::FORMAT_VERSION,
         name: name.to_string(),
@@ -120,8 +122,12 @@ fn save_seed<T: Target>(
         // A seed that expects to fail pins this very run; one that expects `pass` will run differently once the
         // bug is fixed, so it records no digest (replay it after the fix and add the printed one to pin it).
         digest,
-        reproduces_on,
-        not_on,
+        reproduces_on: Vec::new(),
+        not_on: Vec::new(),
+        can_happen_on,
+        cannot_on,
+        replay_fails_on,
+        replay_differs_on,
         schedule: serde_json::to_value(&shrunk.schedule).map_err(|error| error.to_string())?,
     };
     let text = seed.to_json();

@@ -29,5 +29,6 @@ pub fn operations_only_world(faults: FaultConfig) -> WorldConfig {
         crash_at_io_k_max: 1,
         recovery_crash_k_max: 1,
         disk: env::DiskModel::default(),
+        final_crash: None,
     }
 }

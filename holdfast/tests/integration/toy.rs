@@ -216,6 +216,7 @@ fn toy_world() -> WorldConfig {
         crash_at_io_k_max: 6,
         recovery_crash_k_max: 2,
         disk: env::DiskModel::default(),
+        final_crash: None,
     }
 }
 
@@ -323,17 +324,18 @@ fn the_disk_model_is_stored_in_schedules_only_when_not_posix() {
     }
 }
 
-/// A failure names the models it reproduces on (ADR-0112), and a run asked to keep its crash image (ADR-0111) has
+/// A failure names the models it can happen on (ADR-0173), and a run asked to keep its crash image (ADR-0111) has
 /// the same digest and the image of its last crash.
 #[test]
 fn a_failure_names_its_models_and_keeps_its_crash_image_on_request() {
     let failing = (0..50).map(run::<false>).find(|outcome| !outcome.passed()).expect("the buggy toy fails");
     let failure = failing.failure.clone().expect("failed");
     let options = RunOptions::default();
-    let report = holdfast::models::models_reproducing::<Toy<false>>(&failing.schedule, &failure.signature(), &options);
-    assert_eq!(report.reproduces_on.first(), Some(&holdfast::env::Persistence::Posix), "{}", report.line());
-    assert_eq!(report.reproduces_on.len() + report.not_on.len(), 3);
-    assert!(report.line().starts_with("reproduces on: posix"), "{}", report.line());
+    let report = holdfast::models::classify_failure::<Toy<false>>(&failing.schedule, &failure.signature(), &options);
+    assert_eq!(report.can_happen_on.first(), Some(&holdfast::env::Persistence::Posix), "{}", report.line());
+    assert_eq!(report.can_happen_on.len() + report.cannot_on.len(), 3);
+    assert_eq!(report.replay_fails_on.first(), Some(&holdfast::env::Persistence::Posix), "{}", report.evidence_line());
+    assert!(report.line().starts_with("can happen on: posix"), "{}", report.line());
     assert!(failing.crash_image.is_none(), "kept only on request");
     let kept =
         holdfast::run_schedule::<Toy<false>>(&failing.schedule, &RunOptions { keep_crash_image: true, ..options });
@@ -341,4 +343,38 @@ fn a_failure_names_its_models_and_keeps_its_crash_image_on_request() {
     let image = kept.crash_image.expect("the failing run crashed");
     assert!(image.dirs.iter().any(|dir| dir.as_os_str() == TOY_DIR), "{:?}", image.dirs);
     assert_eq!(image.model, holdfast::env::DiskModel::default());
+}
+
+/// A failure found under `page` can happen on `posix` too, whatever `posix`'s own replay does: its label never
+/// says "not on: posix" (ADR-0173). The buggy toy fails under `page` on several seeds; each is classified.
+#[test]
+fn a_failure_found_under_page_never_says_not_on_posix() {
+    use holdfast::env::{DiskModel, Persistence};
+    let world = WorldConfig { disk: DiskModel::with_persistence(Persistence::Page), ..toy_world() };
+    let failing: Vec<_> = (0..40)
+        .map(|seed| {
+            holdfast::run_configured::<Toy<false>>(
+                seed,
+                world.clone(),
+                ToyConfig { keys: 4 },
+                &RunOptions::with_steps(300),
+            )
+        })
+        .filter(|outcome| !outcome.passed())
+        .take(4)
+        .collect();
+    assert!(!failing.is_empty(), "the buggy toy fails under page");
+    for outcome in failing {
+        let signature = outcome.failure.as_ref().expect("failed").signature();
+        let report =
+            holdfast::models::classify_failure::<Toy<false>>(&outcome.schedule, &signature, &RunOptions::default());
+        assert!(report.crashes > 0, "the toy's failures follow a crash");
+        let weaker = [Persistence::Posix, Persistence::Page];
+        assert!(report.can_happen_on.starts_with(&weaker), "{}", report.line());
+        assert!(report.replay_fails_on.contains(&Persistence::Page), "{}", report.evidence_line());
+        assert!(!report.cannot_on.contains(&Persistence::Posix), "{}", report.line());
+        for line in [report.line(), report.evidence_line()] {
+            assert!(!line.contains("not on: posix"), "{line}");
+        }
+    }
 }

@@ -195,10 +195,10 @@ pub fn pin_findings(result: &mut CellResult, dir: &std::path::Path) -> Result<()
             outcome.seed,
             shrunk.steps_after
         );
-        // Which persistence models the shrunk finding reproduces on (ADR-0112).
-        let models =
-            holdfast::models::models_reproducing::<SqliteTarget>(&shrunk.schedule, &shrunk.signature, &options);
-        let (reproduces_on, not_on) = models.names();
+        // Which persistence models the shrunk finding can happen on, and the replays' evidence (ADR-0173).
+        let models = holdfast::models::classify_failure::<SqliteTarget>(&shrunk.schedule, &shrunk.signature, &options);
+        let (can_happen_on, cannot_on) = models.names();
+        let (replay_fails_on, replay_differs_on) = models.replay_names();
         let seed = corpus::SeedFile {
             format_version: corpus::FORMAT_VERSION,
             name: name.clone(),
@@ -210,8 +210,12 @@ pub fn pin_findings(result: &mut CellResult, dir: &std::path::Path) -> Result<()
             adr: MATRIX_ADR.to_string(),
             description,
             digest: Some(shrunk.validation.digest_hex()),
-            reproduces_on,
-            not_on,
+            reproduces_on: Vec::new(),
+            not_on: Vec::new(),
+            can_happen_on,
+            cannot_on,
+            replay_fails_on,
+            replay_differs_on,
             schedule: serde_json::to_value(&shrunk.schedule).map_err(|error| error.to_string())?,
         };
         let text = seed.to_json();
