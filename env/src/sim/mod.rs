@@ -17,6 +17,8 @@ mod disk;
 mod env_impl;
 mod faults;
 mod file;
+#[doc(hidden)]
+pub mod foreign;
 mod names;
 mod operator;
 mod paged;
@@ -345,8 +347,7 @@ impl SimEnv {
 
     /// Advance the virtual clock.
     pub fn advance_clock(&self, duration: Duration) {
-        let mut world = self.lock_world();
-        world.clock_nanos = world.clock_nanos.saturating_add(duration_nanos(duration));
+        self.lock_world().advance_clock_nanos(duration_nanos(duration));
     }
 }
 
