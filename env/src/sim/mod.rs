@@ -102,6 +102,11 @@ impl SimEnv {
         Self { world: Arc::new(Mutex::new(world)), fault_total }
     }
 
+    /// True when `self` and `other` are handles to the same world (clones of one `SimEnv`). Reads no state.
+    pub fn same_world(&self, other: &SimEnv) -> bool {
+        Arc::ptr_eq(&self.world, &other.world)
+    }
+
     /// Keep a [`CrashImage`] of the disk after each crash (the last one only), for `--export-image`.
     pub fn keep_crash_images(&self, keep: bool) {
         self.lock_world().keep_crash_image = keep;
