@@ -23,10 +23,10 @@
 
 mod clock;
 mod fds;
+pub mod futex;
 mod real;
+pub mod threads;
 mod world;
-// mod threads; // the threads half (pthread_create, futex, sched_yield): branch threads38.
-// mod futex;
 
 use std::collections::BTreeMap;
 use std::ffi::CString;

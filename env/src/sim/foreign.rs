@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::SimEnv;
-use super::threads::{Aborted, BlockPoint, MAIN_THREAD, Resource, Sched, clear_current, member};
+use super::threads::{Aborted, BlockPoint, MAIN_THREAD, Resource, Sched, clear_current, in_internal, member};
 pub use super::threads::{THREADS_MAX, Wake};
 
 /// One OS thread's place in a simulated world: the world's scheduler and its index there.
@@ -87,6 +87,13 @@ pub fn sleep(sim: &SimEnv, nanos: u64) {
 /// The world's clock in nanoseconds, read with no yield point and no clock fault: the base of a deadline.
 pub fn now_nanos(sim: &SimEnv) -> u64 {
     sim.clock_nanos_quiet()
+}
+
+/// True while the calling OS thread acquires or waits on one of `env`'s own locks (a world's, a scheduler's) or
+/// starts an OS thread for [`crate::thread::spawn`]: a futex wait or a `pthread_create` seen then is `env`'s, and
+/// must go to the C library as it is, not to the scheduler.
+pub fn in_env_internals() -> bool {
+    in_internal()
 }
 
 /// True for the payload a failed run's other threads unwind with (never the run's failure itself).
@@ -166,6 +173,11 @@ impl Member {
     /// failure, as a panic out of a thread's body is (a work budget overrun keeps its payload).
     pub fn fail(&self, payload: Box<dyn Any + Send>) {
         self.sched.fail_thread(self.index, payload);
+    }
+
+    /// Thread `index` (registered, never started: its OS thread could not be created) will never run.
+    pub fn abandon(&self, index: usize) {
+        self.sched.abandon(index);
     }
 
     /// The calling OS thread stops being this world's thread (what [`run`] does when its body returned).

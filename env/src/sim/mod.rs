@@ -75,7 +75,7 @@ pub struct SimEnv {
 
 impl fmt::Debug for SimEnv {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let world = self.world.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let world = threads::internal(|| self.world.lock()).unwrap_or_else(std::sync::PoisonError::into_inner);
         f.debug_struct("SimEnv").field("seed", &world.seed).field("epoch", &world.epoch).finish_non_exhaustive()
     }
 }
@@ -123,7 +123,7 @@ impl SimEnv {
     }
 
     fn lock_world(&self) -> MutexGuard<'_, World> {
-        let mut world = self.world.lock().expect("SimEnv world poisoned by an earlier panic");
+        let mut world = threads::internal(|| self.world.lock()).expect("SimEnv world poisoned by an earlier panic");
         world.assert_owner();
         world
     }

@@ -14,7 +14,7 @@
 #![expect(clippy::disallowed_types, reason = "the baton blocks OS threads: the one place it may (ADR-0104)")]
 
 use std::any::Any;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::panic::{AssertUnwindSafe, Location, catch_unwind, resume_unwind};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
@@ -137,6 +137,70 @@ thread_local! {
     static CURRENT: RefCell<Option<(Weak<Sched>, usize)>> = const { RefCell::new(None) };
 }
 
+thread_local! {
+    /// How deep this OS thread is in `env`'s own locking (a world's or a scheduler's lock, the baton's wait).
+    static INTERNAL: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Run `lock` (an acquisition or a wait of one of `env`'s own locks) marked as `env`'s: an interposition layer
+/// that sees the futex wait inside it sends it to the kernel instead of the scheduler ([`in_internal`]).
+pub(crate) fn internal<T>(lock: impl FnOnce() -> T) -> T {
+    let _mark = InternalMark::new();
+    lock()
+}
+
+/// This OS thread is in `env`'s own locking while a mark lives ([`internal`]).
+struct InternalMark;
+
+impl InternalMark {
+    fn new() -> Self {
+        let _ = INTERNAL.try_with(|depth| depth.set(depth.get().saturating_add(1)));
+        Self
+    }
+}
+
+impl Drop for InternalMark {
+    fn drop(&mut self) {
+        let _ = INTERNAL.try_with(|depth| depth.set(depth.get().saturating_sub(1)));
+    }
+}
+
+/// The scheduler's state, locked; the OS thread is marked as in `env`'s own locking until it unlocked it (the
+/// guard drops before the mark), so the futex calls of the lock, the baton's waits and notifies and the unlock are
+/// all the C library's, never a scheduler's ([`in_internal`]).
+struct Locked<'a> {
+    guard: Option<MutexGuard<'a, State>>,
+    _mark: InternalMark,
+}
+
+impl std::ops::Deref for Locked<'_> {
+    type Target = State;
+
+    fn deref(&self) -> &State {
+        self.guard.as_ref().expect("a locked state")
+    }
+}
+
+impl std::ops::DerefMut for Locked<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        self.guard.as_mut().expect("a locked state")
+    }
+}
+
+impl Locked<'_> {
+    /// Wait on `baton` (unlocking meanwhile), still marked.
+    fn wait(mut self, baton: &Condvar) -> Self {
+        let guard = self.guard.take().expect("a locked state");
+        self.guard = Some(baton.wait(guard).unwrap_or_else(PoisonError::into_inner));
+        self
+    }
+}
+
+/// True while this OS thread acquires or waits on one of `env`'s own locks.
+pub(crate) fn in_internal() -> bool {
+    INTERNAL.try_with(|depth| depth.get() > 0).unwrap_or(true)
+}
+
 /// This OS thread's scheduler and index, if it belongs to a live one whose run has not failed: where a `sync`
 /// operation is a yield point. Otherwise the operation is `std`'s.
 pub(crate) fn scheduled() -> Option<(Arc<Sched>, usize)> {
@@ -189,8 +253,10 @@ impl Sched {
         sched
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> Locked<'_> {
+        let mark = InternalMark::new();
+        let guard = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        Locked { guard: Some(guard), _mark: mark }
     }
 
     /// True once the run failed: `sync` operations stop scheduling (the failure was raised on the main thread,
@@ -221,6 +287,13 @@ impl Sched {
     /// Nobody will wait for thread `id` any more (joined or detached): once finished, its slot is reused.
     pub(crate) fn release(&self, id: usize) {
         self.lock().threads[id].released = true;
+    }
+
+    /// Thread `id` never started: it is finished, and its slot free.
+    pub(crate) fn abandon(&self, id: usize) {
+        let mut state = self.lock();
+        state.threads[id].status = Status::Finished;
+        state.threads[id].released = true;
     }
 
     /// Name thread `id` (a foreign thread names itself after it started, as `std::thread` does).
@@ -307,7 +380,7 @@ impl Sched {
     /// Choose the next thread among the runnable ones and hand it the baton; no runnable thread is a deadlock.
     /// Threads whose deadline the clock reached run again first; when no thread can run but one waits for a
     /// deadline, the clock moves to the earliest one (ADR-0166).
-    fn pass<'a>(&'a self, mut state: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+    fn pass<'a>(&'a self, mut state: Locked<'a>) -> Locked<'a> {
         let now = state.clock.load(Ordering::Acquire);
         expire(&mut state.threads, now);
         let mut runnable = runnable_ids(&state.threads);
@@ -330,9 +403,9 @@ impl Sched {
     }
 
     /// Wait until `me` holds the baton: the state, or None when the run failed (see [`Sched::after_failure`]).
-    fn wait_turn<'a>(&'a self, mut state: MutexGuard<'a, State>, me: usize) -> Option<MutexGuard<'a, State>> {
+    fn wait_turn<'a>(&'a self, mut state: Locked<'a>, me: usize) -> Option<Locked<'a>> {
         while state.running != me && state.failure.is_none() {
-            state = self.baton.wait(state).unwrap_or_else(PoisonError::into_inner);
+            state = state.wait(&self.baton);
         }
         if state.failure.is_some() {
             self.after_failure(state, me);
@@ -343,7 +416,7 @@ impl Sched {
 
     /// The run failed: the main thread raises the failure once (then carries on unscheduled while it unwinds);
     /// every other thread unwinds silently.
-    fn after_failure(&self, mut state: MutexGuard<'_, State>, me: usize) {
+    fn after_failure(&self, mut state: Locked<'_>, me: usize) {
         if me != MAIN_THREAD {
             drop(state);
             if std::thread::panicking() {
@@ -409,9 +482,9 @@ impl Sched {
     }
 
     /// [`Sched::wait_turn`] for a thread that has not started its body: a failure before it ran just ends it.
-    fn wait_turn_quiet(&self, mut state: MutexGuard<'_, State>, me: usize) {
+    fn wait_turn_quiet(&self, mut state: Locked<'_>, me: usize) {
         while state.running != me && state.failure.is_none() {
-            state = self.baton.wait(state).unwrap_or_else(PoisonError::into_inner);
+            state = state.wait(&self.baton);
         }
     }
 
