@@ -22,8 +22,15 @@
 //! real C library through `dlsym(RTLD_NEXT)`), `fds` (simulated descriptors), and the entry points by area.
 
 mod clock;
+mod dirs;
 mod fds;
+mod files;
+mod names;
+mod ops;
+mod paths;
 mod real;
+mod route;
+mod stat;
 mod world;
 // mod threads; // the threads half (pthread_create, futex, sched_yield): branch threads38.
 // mod futex;
