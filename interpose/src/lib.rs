@@ -25,12 +25,16 @@ mod clock;
 mod dirs;
 mod fds;
 mod files;
+mod machine;
 mod names;
 mod ops;
 mod paths;
+mod random;
 mod real;
+mod refuse;
 mod route;
 mod stat;
+mod syscalls;
 mod world;
 // mod threads; // the threads half (pthread_create, futex, sched_yield): branch threads38.
 // mod futex;
@@ -45,6 +49,8 @@ use env::SimEnv;
 
 pub use crate::clock::REALTIME_BASE_SECS;
 pub use crate::fds::{FD_BASE, FDS_MAX};
+pub use crate::machine::WORLD_CPUS;
+pub use crate::paths::{MACHINE_SHAPE_DIRS, MACHINE_SHAPE_FILES};
 use crate::world::World;
 pub use crate::world::{Refusal, WORLD_ROOT};
 

@@ -68,7 +68,8 @@ fn positional_io_seeks_append_truncate_and_dup_follow_posix() {
     let world = SimEnv::new(22);
     let entered = interpose::enter(&world);
     let path = entered.dir().join("data");
-    let file = std::fs::OpenOptions::new().read(true).write(true).create(true).open(&path).expect("open");
+    let file =
+        std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).expect("open");
     file.write_all_at(b"0123456789", 0).expect("pwrite");
     file.write_all_at(b"AB", 4).expect("pwrite inside");
     let mut middle = [0u8; 4];
