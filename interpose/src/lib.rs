@@ -76,8 +76,8 @@ impl Stats {
 
 /// The calling thread is bound to a world until this guard drops. Not `Send`: a binding is per OS thread.
 ///
-/// Dropping the outermost guard of a world that refused a call panics with the first refusal (unless the thread
-/// is already panicking), so a refused call fails the run even when the code under test swallowed its error.
+/// Dropping the outermost guard of a world that refused a call panics with the first refusal not raised before
+/// (unless the thread is already panicking), so a refused call fails the run even when the code under test swallowed its error.
 #[derive(Debug)]
 #[must_use = "the thread is bound only while the guard lives"]
 pub struct Entered {
@@ -145,8 +145,13 @@ impl Drop for Entered {
             if let Some(payload) = world::take_pending() {
                 std::panic::resume_unwind(payload);
             }
-            let first = self.world.state().refusals.first().cloned();
-            if let Some(refusal) = first {
+            let unraised = {
+                let mut state = self.world.state();
+                let next = state.refusals.get(state.refusals_raised).cloned();
+                state.refusals_raised = state.refusals.len();
+                next
+            };
+            if let Some(refusal) = unraised {
                 panic!("interpose: the world refused `{}`: {}", refusal.call, refusal.message);
             }
         }

@@ -44,6 +44,8 @@ pub(crate) struct State {
     pub(crate) calls: BTreeMap<&'static str, u64>,
     pub(crate) refusals: Vec<Refusal>,
     pub(crate) refusals_dropped: u64,
+    /// How many of the refusals a guard has raised already (each is raised once).
+    pub(crate) refusals_raised: usize,
     pub(crate) fds: FdTable,
 }
 

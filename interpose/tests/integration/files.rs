@@ -93,3 +93,37 @@ fn positional_io_seeks_append_truncate_and_dup_follow_posix() {
     assert_eq!(error.kind(), std::io::ErrorKind::AlreadyExists);
     assert!(std::fs::canonicalize(entered.dir().join("./x/../data")).is_ok_and(|p| p == path), "realpath");
 }
+
+#[test]
+#[expect(unsafe_code, reason = "variadic C calls (open with a mode, fcntl without an argument) as C code makes them")]
+fn variadic_calls_locks_and_descriptor_flags_reach_the_world() {
+    let world = SimEnv::new(23);
+    let entered = interpose::enter(&world);
+    let path =
+        std::ffi::CString::new(entered.dir().join("locked").into_os_string().into_encoded_bytes()).expect("path");
+    // SAFETY: a NUL-terminated path; `open` is variadic and takes the mode only with O_CREAT.
+    let fd = unsafe { libc::open(path.as_ptr(), libc::O_CREAT | libc::O_RDWR | libc::O_APPEND, 0o600) };
+    assert!(fd >= interpose::FD_BASE, "a simulated descriptor: {fd}");
+    // SAFETY: `fcntl` is variadic; F_GETFL takes no argument.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    assert_eq!(flags, libc::O_RDWR | libc::O_APPEND);
+    // SAFETY: F_DUPFD_CLOEXEC with a lowest number.
+    let copy = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+    assert_eq!(copy, fd + 1, "the lowest free simulated number");
+    // SAFETY: closing descriptors opened above.
+    assert_eq!(unsafe { (libc::close(copy), libc::close(fd)) }, (0, 0));
+    assert_eq!(world.read_current(Path::new("/locked")).as_deref(), Some(&b""[..]), "created in the world");
+
+    let first = std::fs::File::open(entered.dir().join("locked")).expect("open");
+    let second = std::fs::File::open(entered.dir().join("locked")).expect("open again");
+    first.lock().expect("flock exclusive");
+    assert!(matches!(second.try_lock(), Err(std::fs::TryLockError::WouldBlock)), "another description conflicts");
+    first.unlock().expect("unlock");
+    second.try_lock().expect("free again");
+    drop(second);
+    first.try_lock().expect("released when its description closed");
+    let calls = entered.stats().calls;
+    assert_eq!(calls.get("open"), Some(&1), "{calls:?}");
+    assert!(calls.get("flock").copied().unwrap_or(0) >= 5, "{calls:?}");
+    assert!(calls.get("fcntl").copied().unwrap_or(0) >= 2, "{calls:?}");
+}

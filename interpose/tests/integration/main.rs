@@ -7,6 +7,7 @@
 mod clock_random;
 mod files;
 mod outside;
+mod raw_syscalls;
 mod refusals;
 mod skeleton;
 mod worlds;

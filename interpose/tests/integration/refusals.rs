@@ -103,3 +103,22 @@ fn directory_removal_and_cross_directory_renames_are_refused_not_approximated() 
     assert_eq!(calls, ["rename", "rmdir"]);
     drop_panics(entered);
 }
+
+#[test]
+fn a_panic_inside_an_intercepted_call_fails_the_call_then_is_raised_by_the_guard() {
+    let world = SimEnv::new(54);
+    let entered = interpose::enter(&world);
+    std::fs::write(entered.dir().join("before"), b"ok").expect("within the budget");
+    world.set_work_limit(Some(world.work_done() + 3));
+    let mut failures = 0;
+    for attempt in 0..8 {
+        if std::fs::write(entered.dir().join(format!("f{attempt}")), b"x").is_err() {
+            failures += 1;
+        }
+    }
+    assert!(failures > 0, "the budget overrun fails the call (it cannot unwind into std's C call)");
+    let error = std::fs::read(entered.dir().join("before")).expect_err("every later world call fails");
+    assert_eq!(error.raw_os_error(), Some(libc::EIO));
+    let payload = catch_unwind(AssertUnwindSafe(move || drop(entered))).expect_err("the guard raises it");
+    assert!(payload.downcast_ref::<env::WorkBudgetExceeded>().is_some(), "the original payload, for the runner");
+}
