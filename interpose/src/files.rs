@@ -8,6 +8,7 @@
 
 use libc::{c_char, c_int, c_long, c_void, iovec, mode_t, off64_t, size_t, ssize_t};
 
+use crate::fds::is_simulated;
 use crate::ops::{self, Answer};
 use crate::real::real;
 use crate::route::{Routed, fail, ret, ret_unit, route_path, world_fd};
@@ -67,11 +68,14 @@ pub unsafe extern "C" fn __open64_2(path: *const c_char, flags: c_int) -> c_int 
         .unwrap_or_else(|| real!(__open64_2: unsafe extern "C" fn(*const c_char, c_int) -> c_int => (path, flags)))
 }
 
-/// `close(2)`.
+/// `close(2)`. A simulated descriptor closed by a thread outside its world (a `File` dropped after its world's
+/// guard) succeeds and leaves the description to its world, which drops it with its table: `std` in a build with
+/// debug assertions aborts the process when closing an owned descriptor fails with `EBADF`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     match world_fd(fd) {
         Some(call) => ret_unit(ops::answer(&call, "close", |world| ops::close(world, fd))),
+        None if is_simulated(fd) && !crate::world::is_inside() => 0,
         None => real!(close: unsafe extern "C" fn(c_int) -> c_int => (fd)),
     }
 }
@@ -451,9 +455,13 @@ fn fcntl_in_world(world: &crate::world::World, fd: c_int, command: c_int, argume
 }
 
 fn fcntl_answer(kind: &'static str, fd: c_int, command: c_int, argument: c_long) -> Option<c_int> {
+    if command == libc::F_GETFD && is_simulated(fd) && !crate::world::is_inside() && crate::world::current().is_none() {
+        // `std`'s check before closing an owned descriptor (see `close`), outside the descriptor's world.
+        return Some(libc::FD_CLOEXEC);
+    }
     let call = world_fd(fd)?;
     let answer = ops::answer(&call, kind, |world| {
-        world.env.charge_work(1, kind);
+        world.env().charge_work(1, kind);
         fcntl_in_world(world, fd, command, argument)
     });
     Some(ret(answer, |value| value as isize) as c_int)

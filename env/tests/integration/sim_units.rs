@@ -623,4 +623,8 @@ fn lookup_current_names_files_and_directories_and_same_world_compares_handles() 
     assert_eq!(env.work_done(), work, "introspection: no counted call");
     assert!(env.same_world(&env.clone()), "a clone is the same world");
     assert!(!env.same_world(&SimEnv::new(5)), "another world of the same seed is not");
+    let weak = env.downgrade();
+    assert!(weak.upgrade().is_some_and(|back| back.same_world(&env)), "upgrades while a handle lives");
+    drop((env, file));
+    assert!(weak.upgrade().is_none(), "and not after the last handle (and file) is gone");
 }
