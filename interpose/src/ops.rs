@@ -4,6 +4,8 @@
 //! Every answer is a yield point of the world's scheduler (ADR-0104): it makes at least one counted `SimEnv` call
 //! (`SimEnv::charge_work` where the call has no `Env` counterpart: `close`, `lseek`, `dup`, `fcntl`, `fstat`).
 
+#![forbid(unsafe_code)]
+
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

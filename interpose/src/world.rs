@@ -2,6 +2,8 @@
 //! binding, the "inside the interposer" flag that sends this crate's own calls to the real C library, and the
 //! per-world state (descriptors, counts of calls by kind, refusals).
 
+#![forbid(unsafe_code)]
+
 use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
