@@ -1,6 +1,8 @@
 //! Simulated descriptors: numbers from [`FD_BASE`] up, which the kernel never hands out (ADR-0163), each naming an
 //! open file or directory of the world's disk.
 
+#![forbid(unsafe_code)]
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -88,5 +90,34 @@ impl FdTable {
 
     pub(crate) fn len(&self) -> usize {
         self.open.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir_description() -> Arc<Description> {
+        Arc::new(Description {
+            path: PathBuf::from("/"),
+            target: Target::Dir,
+            readable: true,
+            writable: false,
+            append: false,
+            offset: AtomicU64::new(0),
+            lock: Mutex::new(None),
+        })
+    }
+
+    #[test]
+    fn descriptors_are_the_lowest_free_simulated_numbers() {
+        let mut table = FdTable::default();
+        let numbers: Vec<_> = (0..3).map(|_| table.insert(dir_description(), 0).expect("room")).collect();
+        assert_eq!(numbers, [FD_BASE, FD_BASE + 1, FD_BASE + 2]);
+        assert!(table.remove(FD_BASE + 1).is_some());
+        assert_eq!(table.insert(dir_description(), 0), Some(FD_BASE + 1), "a hole is reused, as POSIX does");
+        assert_eq!(table.insert(dir_description(), FD_BASE + 10), Some(FD_BASE + 10), "at or above a floor");
+        assert_eq!(table.len(), 4);
+        assert!(is_simulated(FD_BASE) && !is_simulated(FD_BASE - 1) && !is_simulated(-1));
     }
 }

@@ -1,7 +1,8 @@
 //! The futex system call that `std::sync` (`Mutex`, `Condvar`, `RwLock`, `Once`), `std::thread::park` (and so
 //! `mpsc`) and `parking_lot` block on, as the world's scheduler's blocking points (ADR-0165). On Linux `std` calls
 //! `libc::syscall(SYS_futex, ..)`, so this module defines `syscall` and answers `SYS_futex` for a thread of a
-//! bound world's scheduler; every other number, and every call from any other thread, goes to the real one.
+//! bound world's scheduler (as the `SYS_futex` arm of `crate::syscalls`' `syscall`); every call from any other
+//! thread goes to the real one.
 //!
 //! * `FUTEX_WAIT` and `FUTEX_WAIT_BITSET` (bitset "any"): if the word still holds the expected value the thread
 //!   blocks on the word's address under the baton (no other world thread runs between the comparison and the
@@ -14,22 +15,22 @@
 //! * Any other futex operation (requeue, `WAKE_OP`, priority inheritance, a partial bitset) is refused: the run
 //!   fails naming it, and the call fails with `ENOSYS`.
 //!
-//! `syscall` is variadic in C. On x86_64 System V a variadic caller passes the first six integer arguments in
-//! registers and the rest on the stack exactly as for a prototype with seven `long`s, so this non-variadic
-//! definition reads what the caller passed (arguments it did not pass read as garbage and are never used); the
-//! real `syscall` is called variadic, with all six.
+//! `syscall` is variadic in C (see `crate::syscalls`): `std` passes `FUTEX_WAIT_BITSET`'s bitset as the sixth
+//! argument after the number, on the stack, which the non-variadic definition reads as its seventh parameter: the
+//! tests of the bitset forms (a partial bitset is refused, "any" is served) check that it arrives.
 
 #![expect(unsafe_code, reason = "the C entry point `syscall` and the futex word behind a raw address (ADR-0165)")]
 
 use std::panic::Location;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use env::SimEnv;
 use env::sim::foreign::{self, Member, Wake};
 use libc::{c_long, timespec};
 
 use crate::real::{real, set_errno};
 use crate::threads::{NANOS_PER_SEC, scheduled_call};
-use crate::world::{self, Call};
+use crate::world::Call;
 
 /// The operation a thread blocked in a futex wait is named by in a deadlock report.
 pub const FUTEX_WAIT_OPERATION: &str =
@@ -41,50 +42,28 @@ const BITSET_ANY: u32 = u32::MAX;
 
 type RealSyscall = unsafe extern "C" fn(c_long, ...) -> c_long;
 
-/// `syscall(2)`: `SYS_futex` from a world's thread is the scheduler's; everything else is the C library's.
-///
-/// # Safety
-/// As the C function: the arguments are what system call `number` takes.
-#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn syscall(
-    number: c_long,
-    a1: c_long,
-    a2: c_long,
-    a3: c_long,
-    a4: c_long,
-    a5: c_long,
-    a6: c_long,
-) -> c_long {
-    if number == libc::SYS_futex
-        && let Some(answer) = answer_futex([a1, a2, a3, a4, a5, a6])
-    {
-        return answer;
-    }
-    real!(syscall: RealSyscall => (number, a1, a2, a3, a4, a5, a6))
-}
-
-/// The world's answer to a futex call, or `None` when it is not the world's (the caller forwards it).
-fn answer_futex(args: [c_long; 6]) -> Option<c_long> {
+/// The world's answer to `syscall(SYS_futex, args..)` on a bound thread (`crate::syscalls`), or `None` when it
+/// is not the world's (the caller forwards it): `env`'s own locking, or a thread outside the world's scheduler.
+pub(crate) fn answer(call: &Call, args: [c_long; 6]) -> Option<c_long> {
     if foreign::in_env_internals() {
         return None;
     }
-    let call = world::begin()?;
-    let member = foreign::current().filter(|member| !member.run_failed() && member.is_of(&call.world.env))?;
+    let env = call.world.live_env()?;
+    let member = foreign::current().filter(|member| !member.run_failed() && member.is_of(&env))?;
     let [address, op, value, timeout, _, bitset] = args;
     let command = i32::try_from(op).ok()? & !(libc::FUTEX_PRIVATE_FLAG | libc::FUTEX_CLOCK_REALTIME);
     // The word and the bitset are 32-bit C ints passed as longs: the low 32 bits are the value.
     let (expected, bitset) = (value as u32, bitset as u32);
     let address = usize::try_from(address).ok()?;
     Some(match command {
-        libc::FUTEX_WAIT => wait(&call, &member, address, expected, relative_deadline(&call, timeout)),
+        libc::FUTEX_WAIT => wait(call, &member, address, expected, relative_deadline(&env, timeout)),
         libc::FUTEX_WAIT_BITSET if bitset == BITSET_ANY => {
             let realtime = i32::try_from(op).ok()? & libc::FUTEX_CLOCK_REALTIME != 0;
-            wait(&call, &member, address, expected, absolute_deadline(timeout, realtime))
+            wait(call, &member, address, expected, absolute_deadline(timeout, realtime))
         }
-        libc::FUTEX_WAKE => wake(&call, &member, address, value),
-        libc::FUTEX_WAKE_BITSET if bitset == BITSET_ANY => wake(&call, &member, address, value),
-        _ => refuse(&call, &member, command, bitset),
+        libc::FUTEX_WAKE => wake(call, &member, address, value),
+        libc::FUTEX_WAKE_BITSET if bitset == BITSET_ANY => wake(call, &member, address, value),
+        _ => refuse(call, &member, command, bitset),
     })
 }
 
@@ -105,9 +84,9 @@ fn read_timespec(pointer: c_long) -> Option<u64> {
 }
 
 /// `FUTEX_WAIT`'s timeout is relative.
-fn relative_deadline(call: &Call, timeout: c_long) -> Deadline {
+fn relative_deadline(env: &SimEnv, timeout: c_long) -> Deadline {
     match read_timespec(timeout) {
-        Some(nanos) => Deadline::At(foreign::now_nanos(&call.world.env).saturating_add(nanos)),
+        Some(nanos) => Deadline::At(foreign::now_nanos(env).saturating_add(nanos)),
         None => Deadline::None,
     }
 }

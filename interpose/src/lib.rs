@@ -21,10 +21,26 @@
 //! Platforms: Linux with glibc on x86_64 (ADR-0162). Modules: `world` (bindings and per-world state), `real` (the
 //! real C library through `dlsym(RTLD_NEXT)`), `fds` (simulated descriptors), and the entry points by area.
 
+#[cfg(not(all(target_os = "linux", target_env = "gnu", target_arch = "x86_64")))]
+compile_error!(
+    "interpose covers Linux with glibc on x86_64 only (ADR-0162): its symbols and ABI assumptions are that platform's"
+);
+
 mod clock;
+mod dirs;
 mod fds;
+mod files;
 pub mod futex;
+mod machine;
+mod names;
+mod ops;
+mod paths;
+mod random;
 mod real;
+mod refuse;
+mod route;
+mod stat;
+mod syscalls;
 pub mod threads;
 mod world;
 
@@ -38,6 +54,8 @@ use env::SimEnv;
 
 pub use crate::clock::REALTIME_BASE_SECS;
 pub use crate::fds::{FD_BASE, FDS_MAX};
+pub use crate::machine::WORLD_CPUS;
+pub use crate::paths::{MACHINE_SHAPE_DIRS, MACHINE_SHAPE_FILES};
 use crate::world::World;
 pub use crate::world::{Refusal, WORLD_ROOT};
 
@@ -63,11 +81,13 @@ impl Stats {
 
 /// The calling thread is bound to a world until this guard drops. Not `Send`: a binding is per OS thread.
 ///
-/// Dropping the outermost guard of a world that refused a call panics with the first refusal (unless the thread
-/// is already panicking), so a refused call fails the run even when the code under test swallowed its error.
+/// Dropping the outermost guard of a world that refused a call panics with the first refusal not raised before
+/// (unless the thread is already panicking), so a refused call fails the run even when the code under test swallowed its error.
 #[derive(Debug)]
 #[must_use = "the thread is bound only while the guard lives"]
 pub struct Entered {
+    /// Keeps the world alive while the guard lives (the binding holds it weakly).
+    _env: SimEnv,
     world: Arc<World>,
     previous: Option<Arc<World>>,
     _not_send: PhantomData<*const ()>,
@@ -92,7 +112,7 @@ pub fn enter(env: &SimEnv) -> Entered {
             previous.dir.display()
         );
     }
-    Entered { world, previous, _not_send: PhantomData }
+    Entered { _env: env.clone(), world, previous, _not_send: PhantomData }
 }
 
 fn check_host() {
@@ -132,8 +152,13 @@ impl Drop for Entered {
             if let Some(payload) = world::take_pending() {
                 std::panic::resume_unwind(payload);
             }
-            let first = self.world.state().refusals.first().cloned();
-            if let Some(refusal) = first {
+            let unraised = {
+                let mut state = self.world.state();
+                let next = state.refusals.get(state.refusals_raised).cloned();
+                state.refusals_raised = state.refusals.len();
+                next
+            };
+            if let Some(refusal) = unraised {
                 panic!("interpose: the world refused `{}`: {}", refusal.call, refusal.message);
             }
         }

@@ -111,7 +111,8 @@ pub(crate) fn sleep(env: &SimEnv, duration: Duration) {
 
 /// The calling thread's place in the world of `call`, unless the run failed.
 fn member_of(world: &World) -> Option<Member> {
-    foreign::current().filter(|member| !member.run_failed() && member.is_of(&world.env))
+    let env = world.live_env()?;
+    foreign::current().filter(|member| !member.run_failed() && member.is_of(&env))
 }
 
 struct Start {
@@ -135,13 +136,14 @@ pub unsafe extern "C" fn pthread_create(
     type Real =
         unsafe extern "C" fn(*mut libc::pthread_t, *const libc::pthread_attr_t, StartRoutine, *mut c_void) -> c_int;
     let call = if foreign::in_env_internals() { None } else { world::begin() };
-    let Some(call) = call.filter(|call| foreign::current().is_none_or(|m| !m.run_failed() && m.is_of(&call.world.env)))
-    else {
+    let env = call.as_ref().and_then(|call| call.world.live_env());
+    let ours = env.as_ref().is_some_and(|env| foreign::current().is_none_or(|m| !m.run_failed() && m.is_of(env)));
+    let (Some(call), Some(env), true) = (call, env, ours) else {
         return real!(pthread_create: Real => (thread, attr, routine, argument));
     };
     call.world.count("pthread_create");
     install_panic_hook();
-    let registered = catch_unwind(AssertUnwindSafe(|| foreign::register(&call.world.env, "pthread")));
+    let registered = catch_unwind(AssertUnwindSafe(|| foreign::register(&env, "pthread")));
     let Ok(child) = registered else {
         call.world.refuse("pthread_create", "a thread outside the world's scheduler started a thread".into());
         return libc::EPERM;
