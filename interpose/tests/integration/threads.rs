@@ -186,3 +186,56 @@ fn sleeps_and_timeouts_are_simulated_time_and_an_idle_world_jumps_to_the_next_de
     assert_eq!(slept, Duration::from_millis(20));
     assert_eq!(elapsed, Duration::from_millis(50), "both ran concurrently in simulated time, on no real clock");
 }
+
+#[test]
+fn a_thread_bound_with_enter_that_starts_threads_is_the_worlds_main_thread() {
+    let total = within_a_minute(|| {
+        let sim = SimEnv::new(10);
+        let entered = interpose::enter(&sim);
+        let counter = Arc::new(Mutex::new(0u32));
+        let adders: Vec<_> = (0..2)
+            .map(|_| {
+                let counter = Arc::clone(&counter);
+                std::thread::spawn(move || (0..10).for_each(|_| *counter.lock().unwrap() += 1))
+            })
+            .collect();
+        adders.into_iter().for_each(|adder| adder.join().unwrap());
+        assert_eq!(entered.stats().calls.get("pthread_create"), Some(&2));
+        let total = *counter.lock().unwrap();
+        total
+    });
+    assert_eq!(total, 20);
+}
+
+/// `syscall(SYS_futex, word, op, value, null, null, bitset)` from the program, as `std` calls it.
+#[expect(unsafe_code, reason = "a raw futex call, as std makes it")]
+fn raw_futex(word: &std::sync::atomic::AtomicU32, op: i32, bitset: u32) -> (libc::c_long, i32) {
+    let null = std::ptr::null::<libc::timespec>();
+    // SAFETY: a live futex word, no timeout, no second word; the bitset is the sixth argument, as std passes it.
+    let answer =
+        unsafe { libc::syscall(libc::SYS_futex, word.as_ptr(), op | libc::FUTEX_PRIVATE_FLAG, 1, null, null, bitset) };
+    (answer, std::io::Error::last_os_error().raw_os_error().unwrap_or(0))
+}
+
+#[test]
+fn the_bitset_arrives_through_the_variadic_call_and_an_unmodelled_futex_operation_fails_the_run() {
+    let failure = within_a_minute(|| {
+        let sim = SimEnv::new(11);
+        let payload = catch_unwind(AssertUnwindSafe(|| {
+            run(&sim, "program", || {
+                let word = std::sync::atomic::AtomicU32::new(0);
+                assert_eq!(
+                    raw_futex(&word, libc::FUTEX_WAKE_BITSET, u32::MAX).0,
+                    0,
+                    "bitset 'any': served, none woken"
+                );
+                let stats = interpose::stats().expect("bound");
+                assert_eq!(stats.calls.get("futex_wake"), Some(&1), "the world answered it");
+                assert_eq!(raw_futex(&word, libc::FUTEX_WAKE_BITSET, 1), (-1, libc::ENOSYS), "a partial bitset");
+            });
+        }))
+        .expect_err("the refusal fails the run");
+        payload.downcast_ref::<ThreadFailure>().expect("a ThreadFailure").to_string()
+    });
+    assert!(failure.contains("futex operation 10 (bitset 0x1)"), "{failure}");
+}
