@@ -201,8 +201,7 @@ fn a_thread_bound_with_enter_that_starts_threads_is_the_worlds_main_thread() {
             .collect();
         adders.into_iter().for_each(|adder| adder.join().unwrap());
         assert_eq!(entered.stats().calls.get("pthread_create"), Some(&2));
-        let total = *counter.lock().unwrap();
-        total
+        *counter.lock().unwrap()
     });
     assert_eq!(total, 20);
 }
