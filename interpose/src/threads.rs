@@ -179,6 +179,12 @@ extern "C" fn trampoline(start: *mut c_void) -> *mut c_void {
         let _ = FOREIGN.try_with(|flag| flag.set(true));
         result = routine(argument);
         let _ = FOREIGN.try_with(|flag| flag.set(false));
+        // A panic an intercepted call of this thread caught (a work budget overrun, a bug) is the run's failure.
+        if let Some(payload) = world::take_pending()
+            && let Some(me) = foreign::current()
+        {
+            me.fail(payload);
+        }
         drop(world::set_current(None));
     });
     drop(inside);
