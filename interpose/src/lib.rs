@@ -39,6 +39,7 @@ mod random;
 mod real;
 mod refuse;
 mod route;
+mod sched_pthread;
 mod stat;
 mod syscalls;
 pub mod threads;

@@ -8,6 +8,7 @@ mod binding;
 mod clock_random;
 mod files;
 mod outside;
+mod pthread_c;
 mod raw_syscalls;
 mod refusals;
 mod threads;
