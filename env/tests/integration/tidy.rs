@@ -27,8 +27,10 @@ const ALLOWED: &[&str] = &[
     "interpose/tests/integration/clock_random.rs",
     "interpose/tests/integration/files.rs",
     "interpose/tests/integration/outside.rs",
+    "interpose/tests/integration/pthread_c.rs",
     "interpose/tests/integration/raw_syscalls.rs",
     "interpose/tests/integration/refusals.rs",
+    "interpose/tests/integration/threads.rs",
     "interpose/tests/integration/worlds.rs",
 ];
 /// Source patterns that mean nondeterminism entering outside `env`.
