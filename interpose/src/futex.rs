@@ -1,8 +1,8 @@
 //! The futex system call that `std::sync` (`Mutex`, `Condvar`, `RwLock`, `Once`), `std::thread::park` (and so
 //! `mpsc`) and `parking_lot` block on, as the world's scheduler's blocking points (ADR-0165). On Linux `std` calls
-//! `libc::syscall(SYS_futex, ..)`, so this module defines `syscall` and answers `SYS_futex` for a thread of a
-//! bound world's scheduler (as the `SYS_futex` arm of `crate::syscalls`' `syscall`); every call from any other
-//! thread goes to the real one.
+//! `libc::syscall(SYS_futex, ..)`; `crate::syscalls` defines `syscall` and hands `SYS_futex` to [`answer_futex`],
+//! which answers it for a thread of a live world's scheduler (bound to that world, or the unbound thread driving
+//! it); every other call goes to the real one.
 //!
 //! * `FUTEX_WAIT` and `FUTEX_WAIT_BITSET` (bitset "any"): if the word still holds the expected value the thread
 //!   blocks on the word's address under the baton (no other world thread runs between the comparison and the
@@ -24,13 +24,11 @@
 use std::panic::Location;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use env::SimEnv;
-use env::sim::foreign::{self, Member, Wake};
+use env::sim::foreign::{Member, Wake};
 use libc::{c_long, timespec};
 
 use crate::real::{real, set_errno};
-use crate::threads::{NANOS_PER_SEC, scheduled_call};
-use crate::world::Call;
+use crate::threads::{NANOS_PER_SEC, SchedCall, scheduled_call, scheduler_thread};
 
 /// The operation a thread blocked in a futex wait is named by in a deadlock report.
 pub const FUTEX_WAIT_OPERATION: &str =
@@ -42,28 +40,33 @@ const BITSET_ANY: u32 = u32::MAX;
 
 type RealSyscall = unsafe extern "C" fn(c_long, ...) -> c_long;
 
-/// The world's answer to `syscall(SYS_futex, args..)` on a bound thread (`crate::syscalls`), or `None` when it
-/// is not the world's (the caller forwards it): `env`'s own locking, or a thread outside the world's scheduler.
-pub(crate) fn answer(call: &Call, args: [c_long; 6]) -> Option<c_long> {
-    if foreign::in_env_internals() {
-        return None;
-    }
-    let env = call.world.live_env()?;
-    let member = foreign::current().filter(|member| !member.run_failed() && member.is_of(&env))?;
+/// The world's answer to `syscall(SYS_futex, args..)` (`crate::syscalls` hands it over before anything else), or
+/// `None` when it is not the world's (the caller forwards it): `env`'s own locking, this crate's own code, or a
+/// thread outside every live world's scheduler.
+pub(crate) fn answer_futex(args: [c_long; 6]) -> Option<c_long> {
+    let sched = scheduler_thread()?;
     let [address, op, value, timeout, _, bitset] = args;
-    let command = i32::try_from(op).ok()? & !(libc::FUTEX_PRIVATE_FLAG | libc::FUTEX_CLOCK_REALTIME);
+    let op = i32::try_from(op).ok()?;
+    let command = op & !(libc::FUTEX_PRIVATE_FLAG | libc::FUTEX_CLOCK_REALTIME);
     // The word and the bitset are 32-bit C ints passed as longs: the low 32 bits are the value.
     let (expected, bitset) = (value as u32, bitset as u32);
     let address = usize::try_from(address).ok()?;
+    let waits = matches!(command, libc::FUTEX_WAIT | libc::FUTEX_WAIT_BITSET);
+    if waits && !sched.is_bound() {
+        return None; // the thread driving the world waits in the kernel (see `scheduler_thread`)
+    }
     Some(match command {
-        libc::FUTEX_WAIT => wait(call, &member, address, expected, relative_deadline(&env, timeout)),
-        libc::FUTEX_WAIT_BITSET if bitset == BITSET_ANY => {
-            let realtime = i32::try_from(op).ok()? & libc::FUTEX_CLOCK_REALTIME != 0;
-            wait(call, &member, address, expected, absolute_deadline(timeout, realtime))
+        libc::FUTEX_WAIT => {
+            let deadline = relative_deadline(&sched.member, timeout);
+            wait(&sched, address, expected, deadline)
         }
-        libc::FUTEX_WAKE => wake(call, &member, address, value),
-        libc::FUTEX_WAKE_BITSET if bitset == BITSET_ANY => wake(call, &member, address, value),
-        _ => refuse(call, &member, command, bitset),
+        libc::FUTEX_WAIT_BITSET if bitset == BITSET_ANY => {
+            let deadline = absolute_deadline(timeout, op & libc::FUTEX_CLOCK_REALTIME != 0);
+            wait(&sched, address, expected, deadline)
+        }
+        libc::FUTEX_WAKE => wake(&sched, address, value),
+        libc::FUTEX_WAKE_BITSET if bitset == BITSET_ANY => wake(&sched, address, value),
+        _ => refuse(&sched, command, bitset),
     })
 }
 
@@ -84,9 +87,9 @@ fn read_timespec(pointer: c_long) -> Option<u64> {
 }
 
 /// `FUTEX_WAIT`'s timeout is relative.
-fn relative_deadline(env: &SimEnv, timeout: c_long) -> Deadline {
+fn relative_deadline(member: &Member, timeout: c_long) -> Deadline {
     match read_timespec(timeout) {
-        Some(nanos) => Deadline::At(foreign::now_nanos(env).saturating_add(nanos)),
+        Some(nanos) => Deadline::At(member.now_nanos().saturating_add(nanos)),
         None => Deadline::None,
     }
 }
@@ -100,12 +103,13 @@ fn absolute_deadline(timeout: c_long, realtime: bool) -> Deadline {
 }
 
 #[track_caller]
-fn wait(call: &Call, member: &Member, address: usize, expected: u32, deadline: Deadline) -> c_long {
+fn wait(sched: &SchedCall, address: usize, expected: u32, deadline: Deadline) -> c_long {
+    let member = &sched.member;
     let location = Location::caller();
     // SAFETY: the futex contract: `address` is the caller's aligned 32-bit futex word, alive during the call.
     let word = unsafe { &*(address as *const AtomicU32) };
     let kind = if matches!(deadline, Deadline::At(_)) { "futex_timed_wait" } else { "futex_wait" };
-    call.world.count(kind);
+    sched.count(kind);
     if word.load(Ordering::SeqCst) != expected {
         set_errno(libc::EAGAIN);
         return -1;
@@ -122,8 +126,9 @@ fn wait(call: &Call, member: &Member, address: usize, expected: u32, deadline: D
     0 // woken (or the run failed: the caller re-checks its word and waits again, unscheduled)
 }
 
-fn wake(call: &Call, member: &Member, address: usize, count: c_long) -> c_long {
-    call.world.count("futex_wake");
+fn wake(sched: &SchedCall, address: usize, count: c_long) -> c_long {
+    let member = &sched.member;
+    sched.count("futex_wake");
     let count = usize::try_from(count).unwrap_or(0);
     let ours = member.wake(address, count);
     let mut woken = c_long::try_from(ours).unwrap_or(c_long::MAX);
@@ -135,18 +140,22 @@ fn wake(call: &Call, member: &Member, address: usize, count: c_long) -> c_long {
         let kernel = real!(syscall: RealSyscall => (libc::SYS_futex, address as c_long, op, rest, 0, 0, 0 as c_long));
         woken += kernel.max(0);
     }
-    scheduled_call(member, || member.yield_now());
+    if sched.is_bound() || ours > 0 {
+        scheduled_call(member, || member.yield_now());
+    }
     woken
 }
 
-fn refuse(call: &Call, member: &Member, command: i32, bitset: u32) -> c_long {
+fn refuse(sched: &SchedCall, command: i32, bitset: u32) -> c_long {
     let message = format!(
         "futex operation {command} (bitset {bitset:#x}) on a thread of a simulated world: only FUTEX_WAIT, \
          FUTEX_WAKE and their bitset forms with FUTEX_BITSET_MATCH_ANY are modelled (ADR-0165); requeue, WAKE_OP \
          and priority-inheritance futexes are not"
     );
-    call.world.refuse("futex", message.clone());
-    member.fail(Box::new(message));
+    if let Some(call) = &sched.call {
+        call.world.refuse("futex", message.clone());
+    }
+    sched.member.fail(Box::new(message));
     set_errno(libc::ENOSYS);
     -1
 }

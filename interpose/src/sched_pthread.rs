@@ -17,25 +17,21 @@
 
 use std::panic::Location;
 
-use env::sim::foreign::{self, Member, Wake};
+use env::sim::foreign::{Member, Wake};
 use libc::{c_int, pthread_cond_t, pthread_mutex_t, timespec};
 
 use crate::real::real;
-use crate::threads::{NANOS_PER_SEC, scheduled_call};
-use crate::world::{self, Call};
+use crate::threads::{NANOS_PER_SEC, SchedCall, scheduled_call, scheduler_thread};
 
 type MutexFn = unsafe extern "C" fn(*mut pthread_mutex_t) -> c_int;
 type CondFn = unsafe extern "C" fn(*mut pthread_cond_t) -> c_int;
 
-/// The calling thread's place in its bound world's scheduler, with the call, unless it is not in one.
-fn world_thread() -> Option<(Call, Member)> {
-    if foreign::in_env_internals() {
-        return None;
-    }
-    let call = world::begin()?;
-    let env = call.world.live_env()?;
-    let member = foreign::current().filter(|member| !member.run_failed() && member.is_of(&env))?;
-    Some((call, member))
+/// The calling thread as a thread of a live world's scheduler (see [`scheduler_thread`]); for a call that
+/// waits (`waits`), only a thread bound to it.
+fn world_thread(waits: bool) -> Option<(SchedCall, Member)> {
+    let sched = scheduler_thread().filter(|sched| !waits || sched.is_bound())?;
+    let member = sched.member.clone();
+    Some((sched, member))
 }
 
 /// Lock `mutex` for `member`: the real trylock until it succeeds, blocking on the mutex's address meanwhile.
@@ -68,9 +64,9 @@ fn unlock(member: &Member, mutex: *mut pthread_mutex_t) -> (c_int, bool) {
 /// As the C function.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pthread_mutex_lock(mutex: *mut pthread_mutex_t) -> c_int {
-    match world_thread() {
+    match world_thread(true) {
         Some((call, member)) => {
-            call.world.count("pthread_mutex_lock");
+            call.count("pthread_mutex_lock");
             lock(&member, mutex, None)
         }
         None => real!(pthread_mutex_lock: MutexFn => (mutex)),
@@ -83,9 +79,9 @@ pub unsafe extern "C" fn pthread_mutex_lock(mutex: *mut pthread_mutex_t) -> c_in
 /// As the C function.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pthread_mutex_timedlock(mutex: *mut pthread_mutex_t, at: *const timespec) -> c_int {
-    match world_thread() {
+    match world_thread(true) {
         Some((call, member)) => {
-            call.world.count("pthread_mutex_timedlock");
+            call.count("pthread_mutex_timedlock");
             lock(&member, mutex, deadline(at, true))
         }
         None => real!(pthread_mutex_timedlock: unsafe extern "C" fn(*mut pthread_mutex_t, *const timespec) -> c_int
@@ -99,7 +95,7 @@ pub unsafe extern "C" fn pthread_mutex_timedlock(mutex: *mut pthread_mutex_t, at
 /// As the C function.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pthread_mutex_unlock(mutex: *mut pthread_mutex_t) -> c_int {
-    let Some((_call, member)) = world_thread() else {
+    let Some((_call, member)) = world_thread(false) else {
         return real!(pthread_mutex_unlock: MutexFn => (mutex));
     };
     let (status, woke) = unlock(&member, mutex);
@@ -143,9 +139,9 @@ fn cond_wait(member: &Member, cond: *mut pthread_cond_t, mutex: *mut pthread_mut
 /// As the C function.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pthread_cond_wait(cond: *mut pthread_cond_t, mutex: *mut pthread_mutex_t) -> c_int {
-    match world_thread() {
+    match world_thread(true) {
         Some((call, member)) => {
-            call.world.count("pthread_cond_wait");
+            call.count("pthread_cond_wait");
             cond_wait(&member, cond, mutex, None)
         }
         None => real!(pthread_cond_wait: unsafe extern "C" fn(*mut pthread_cond_t, *mut pthread_mutex_t) -> c_int
@@ -171,9 +167,9 @@ pub unsafe extern "C" fn pthread_cond_timedwait(
     at: *const timespec,
 ) -> c_int {
     type Real = unsafe extern "C" fn(*mut pthread_cond_t, *mut pthread_mutex_t, *const timespec) -> c_int;
-    match world_thread() {
+    match world_thread(true) {
         Some((call, member)) => {
-            call.world.count("pthread_cond_timedwait");
+            call.count("pthread_cond_timedwait");
             cond_wait(&member, cond, mutex, deadline(at, !is_monotonic(cond)))
         }
         None => real!(pthread_cond_timedwait: Real => (cond, mutex, at)),
@@ -182,11 +178,13 @@ pub unsafe extern "C" fn pthread_cond_timedwait(
 
 /// Wake up to `count` world waiters of `cond`, then let the C library wake its own (threads outside the world).
 fn signal(cond: *mut pthread_cond_t, count: usize, real_signal: impl FnOnce() -> c_int) -> c_int {
-    let Some((call, member)) = world_thread() else { return real_signal() };
-    call.world.count(if count == 1 { "pthread_cond_signal" } else { "pthread_cond_broadcast" });
+    let Some((call, member)) = world_thread(false) else { return real_signal() };
+    call.count(if count == 1 { "pthread_cond_signal" } else { "pthread_cond_broadcast" });
     let woken = member.wake(cond as usize, count);
     let status = if woken < count { real_signal() } else { 0 };
-    scheduled_call(&member, || member.yield_now());
+    if call.is_bound() || woken > 0 {
+        scheduled_call(&member, || member.yield_now());
+    }
     status
 }
 

@@ -18,7 +18,6 @@ use crate::world::{self, Call};
 /// The world's answer to system call `number` on a bound thread, or `None` for the real `syscall`.
 fn world_syscall(call: &Call, number: c_long, args: [c_long; 6]) -> Option<c_long> {
     match number {
-        libc::SYS_futex => crate::futex::answer(call, args),
         libc::SYS_getrandom => {
             let answer = crate::random::fill(call, "syscall(getrandom)", args[0] as *mut c_void, args[1] as usize);
             Some(crate::route::ret(answer, |count| isize::try_from(count).unwrap_or(isize::MAX)) as c_long)
@@ -49,8 +48,15 @@ pub unsafe extern "C" fn syscall(
     a5: c_long,
     a6: c_long,
 ) -> c_long {
-    if let Some(call) = world::begin()
-        && let Some(answer) = world_syscall(&call, number, [a1, a2, a3, a4, a5, a6])
+    let args = [a1, a2, a3, a4, a5, a6];
+    if number == libc::SYS_futex {
+        // The threads half (ADR-0165): checked before `world::begin`, since `env`'s own locking must reach the
+        // kernel's futex whatever thread it runs on.
+        if let Some(answer) = crate::futex::answer_futex(args) {
+            return answer;
+        }
+    } else if let Some(call) = world::begin()
+        && let Some(answer) = world_syscall(&call, number, args)
     {
         return answer;
     }

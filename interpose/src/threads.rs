@@ -32,7 +32,7 @@ use env::sim::foreign::{self, Member};
 use env::thread::ThreadFailure;
 
 use crate::real::{real, write_stderr};
-use crate::world::{self, Inside, World};
+use crate::world::{self, Call, Inside, World};
 
 pub(crate) const NANOS_PER_SEC: u64 = 1_000_000_000;
 
@@ -109,10 +109,47 @@ pub(crate) fn sleep(env: &SimEnv, duration: Duration) {
     }
 }
 
-/// The calling thread's place in the world of `call`, unless the run failed.
-fn member_of(world: &World) -> Option<Member> {
-    let env = world.live_env()?;
-    foreign::current().filter(|member| !member.run_failed() && member.is_of(&env))
+/// A thread call (futex, join, yield, C mutex) of a thread of a live world's scheduler: the thread is marked
+/// inside this crate until it drops.
+pub(crate) struct SchedCall {
+    /// The world's binding, when the thread is bound (its calls are counted there).
+    pub(crate) call: Option<Call>,
+    pub(crate) member: Member,
+    _inside: Option<Inside>,
+}
+
+impl SchedCall {
+    /// True when the thread is bound to the world (part of the program), not only the thread driving it.
+    pub(crate) fn is_bound(&self) -> bool {
+        self.call.is_some()
+    }
+
+    /// Count one call of `kind`, if the thread is bound.
+    pub(crate) fn count(&self, kind: &'static str) {
+        if let Some(call) = &self.call {
+            call.world.count(kind);
+        }
+    }
+}
+
+/// The calling thread as a thread of a live world's scheduler whose run has not failed, or `None` (the caller
+/// forwards the call to the C library): not inside this crate's or `env`'s own locking, and, if bound, bound to the
+/// scheduler's world. A member need not be bound: the thread driving a world (its main thread, outside the
+/// program) wakes the world's waiters and joins the world's threads under the baton, so that a store it drops can
+/// wake and join the world's workers; its waits stay the kernel's ([`SchedCall::is_bound`]), since what it waits
+/// for may be outside the world (another test's hold on stdout).
+pub(crate) fn scheduler_thread() -> Option<SchedCall> {
+    if foreign::in_env_internals() || world::is_inside() {
+        return None;
+    }
+    let member = foreign::current().filter(|member| !member.run_failed())?;
+    match world::begin() {
+        Some(call) => {
+            let env = call.world.live_env()?;
+            member.is_of(&env).then_some(SchedCall { call: Some(call), member, _inside: None })
+        }
+        None => Some(SchedCall { call: None, member, _inside: Some(Inside::enter()) }),
+    }
 }
 
 struct Start {
@@ -197,13 +234,12 @@ extern "C" fn trampoline(start: *mut c_void) -> *mut c_void {
 /// As the C function.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pthread_join(thread: libc::pthread_t, result: *mut *mut c_void) -> c_int {
-    if let Some(call) = world::begin()
-        && let Some(me) = member_of(&call.world)
-    {
+    if let Some(sched) = scheduler_thread() {
         let child = STARTED.lock().unwrap_or_else(PoisonError::into_inner).remove(&thread);
         if let Some(child) = child {
-            call.world.count("pthread_join");
-            scheduled_call(&me, || me.join(child.index()));
+            sched.count("pthread_join");
+            let me = &sched.member;
+            scheduled_call(me, || me.join(child.index()));
         }
     }
     real!(pthread_join: unsafe extern "C" fn(libc::pthread_t, *mut *mut c_void) -> c_int => (thread, result))
@@ -236,11 +272,10 @@ pub unsafe extern "C" fn pthread_setname_np(thread: libc::pthread_t, name: *cons
     let is_self = thread == unsafe { libc::pthread_self() };
     if is_self
         && !name.is_null()
-        && let Some(call) = world::begin()
-        && let Some(me) = member_of(&call.world)
+        && let Some(sched) = scheduler_thread()
     {
         // SAFETY: a non-null NUL-terminated name from the caller.
-        me.rename(&unsafe { CStr::from_ptr(name) }.to_string_lossy());
+        sched.member.rename(&unsafe { CStr::from_ptr(name) }.to_string_lossy());
     }
     real!(pthread_setname_np: Real => (thread, name))
 }
@@ -248,11 +283,9 @@ pub unsafe extern "C" fn pthread_setname_np(thread: libc::pthread_t, name: *cons
 /// `sched_yield(2)`: a yield point of the world's scheduler.
 #[unsafe(no_mangle)]
 pub extern "C" fn sched_yield() -> c_int {
-    if let Some(call) = world::begin()
-        && let Some(me) = member_of(&call.world)
-    {
-        call.world.count("sched_yield");
-        scheduled_call(&me, || me.yield_now());
+    if let Some(sched) = scheduler_thread().filter(SchedCall::is_bound) {
+        sched.count("sched_yield");
+        scheduled_call(&sched.member, || sched.member.yield_now());
         return 0;
     }
     // SAFETY: sched_yield has no preconditions.

@@ -117,6 +117,11 @@ impl Member {
         self.sched.aborted()
     }
 
+    /// The world's clock in nanoseconds, read with no yield point and no clock fault: the base of a deadline.
+    pub fn now_nanos(&self) -> u64 {
+        self.sched.clock_nanos()
+    }
+
     /// True when `sim` is this thread's world.
     pub fn is_of(&self, sim: &SimEnv) -> bool {
         sim.lock_world().threads.as_ref().is_some_and(|sched| Arc::ptr_eq(sched, &self.sched))

@@ -488,6 +488,11 @@ impl Sched {
         }
     }
 
+    /// The world's clock in nanoseconds (ADR-0166).
+    pub(crate) fn clock_nanos(&self) -> u64 {
+        self.lock().clock.load(Ordering::Acquire)
+    }
+
     /// The failure the run ended with, if any.
     pub(crate) fn failure(&self) -> Option<ThreadFailure> {
         self.lock().failure.clone()

@@ -238,3 +238,21 @@ fn the_bitset_arrives_through_the_variadic_call_and_an_unmodelled_futex_operatio
     });
     assert!(failure.contains("futex operation 10 (bitset 0x1)"), "{failure}");
 }
+
+#[test]
+fn the_thread_driving_a_world_wakes_and_joins_its_workers_from_outside_the_program() {
+    let sum = within_a_minute(|| {
+        let sim = SimEnv::new(13);
+        let (tx, worker) = run(&sim, "program", || {
+            let (tx, rx) = mpsc::channel::<u32>();
+            let worker = std::thread::spawn(move || rx.iter().sum::<u32>());
+            tx.send(1).unwrap();
+            (tx, worker)
+        });
+        // Outside the program, unbound: the worker waits in the world for the next message.
+        tx.send(2).unwrap();
+        drop(tx);
+        worker.join().unwrap()
+    });
+    assert_eq!(sum, 3);
+}
