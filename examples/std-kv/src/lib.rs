@@ -24,9 +24,9 @@ use serde::{Deserialize, Serialize};
 pub mod frame;
 pub mod store;
 pub mod sys;
-pub mod writer;
 #[cfg(test)]
 mod tests;
+pub mod writer;
 use crate::store::{Error, Store};
 
 /// The store's directory on the simulated disk (route A), or its name under the world's directory (route B).
@@ -184,7 +184,14 @@ impl Target for StdKvTarget {
     }
 
     fn new(env: &SimEnv, config: &Config) -> Self {
-        Self { store: None, env: env.clone(), config: config.clone(), model: BTreeMap::new(), specs: BTreeMap::new(), next_value_id: 0 }
+        Self {
+            store: None,
+            env: env.clone(),
+            config: config.clone(),
+            model: BTreeMap::new(),
+            specs: BTreeMap::new(),
+            next_value_id: 0,
+        }
     }
 
     fn open(&mut self, env: &SimEnv) -> Result<(), SystemError> {
