@@ -57,8 +57,8 @@ pub use random::{DeterministicHashMap, DeterministicHashSet, DeterministicRng, S
 pub use real::{CHILD_POLL_INTERVAL, ChildOutput, IDLE_WORKERS_MAX, RealEnv, TempDir, Watched};
 #[cfg(feature = "sim")]
 pub use sim::{
-    CrashImage, DiskModel, ExplicitFault, FaultConfig, FaultKeying, FaultKind, FaultRecord, FileReport, Persistence,
-    SimEnv, WorkBudgetExceeded,
+    CrashImage, DiskModel, ExplicitFault, FaultConfig, FaultKeying, FaultKind, FaultRecord, FileReport, NodeInfo,
+    Persistence, SimEnv, WorkBudgetExceeded,
 };
 pub use task::{Task, TaskHandle, TaskStep};
 

@@ -63,6 +63,13 @@ pub struct FileReport {
     pub pending_operations: usize,
 }
 
+/// What a path names in a simulated world's current namespace ([`SimEnv::lookup_current`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeInfo {
+    Dir,
+    File { len_bytes: u64 },
+}
+
 /// A handle to one simulated world. See the module docs.
 #[derive(Clone)]
 pub struct SimEnv {
@@ -98,6 +105,11 @@ impl SimEnv {
         world.disk.model = model;
         let fault_total = Arc::clone(&world.fault_total);
         Self { world: Arc::new(Mutex::new(world)), fault_total }
+    }
+
+    /// True when `self` and `other` are handles to the same world (clones of one `SimEnv`). Reads no state.
+    pub fn same_world(&self, other: &SimEnv) -> bool {
+        Arc::ptr_eq(&self.world, &other.world)
     }
 
     /// Keep a [`CrashImage`] of the disk after each crash (the last one only), for `--export-image`.
@@ -299,6 +311,18 @@ impl SimEnv {
                 Node::Dir => None,
             })
             .collect()
+    }
+
+    /// What `path` names in the current namespace (None: nothing), for the interposition layer's `stat` and
+    /// directory entry types (ADR-0163). Introspection: no yield point, no IO counted, nothing drawn.
+    pub fn lookup_current(&self, path: &Path) -> Option<NodeInfo> {
+        let world = self.lock_world();
+        match world.disk.lookup(path)? {
+            Node::Dir => Some(NodeInfo::Dir),
+            Node::File(id) => Some(NodeInfo::File {
+                len_bytes: world.disk.inode(id).expect("a named inode exists").current.len() as u64,
+            }),
+        }
     }
 
     /// The bytes a read of `path` sees now (None if there is no such file).

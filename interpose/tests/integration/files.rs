@@ -1,0 +1,129 @@
+//! `std::fs` under a world: writes, syncs, renames, listings and removals land on the `SimEnv`'s disk, and a crash
+//! of the world drops what was not synced.
+
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use env::{FaultConfig, SimEnv};
+
+/// A world whose crashes keep no unsynced write or name: what survives is exactly what was synced.
+fn strict_world(seed: u64) -> SimEnv {
+    SimEnv::with_faults(
+        seed,
+        FaultConfig { crash_write_kept_ppm: 0, crash_metadata_kept_ppm: 0, ..FaultConfig::none() },
+    )
+}
+
+#[test]
+fn std_fs_writes_syncs_renames_lists_and_removes_on_the_worlds_disk() {
+    let world = strict_world(21);
+    let entered = interpose::enter(&world);
+    let dir = entered.dir().join("db");
+    std::fs::create_dir_all(&dir).expect("mkdir in the world");
+    assert!(dir.is_dir(), "std sees the world's directory");
+    assert_eq!(world.lookup_current(Path::new("/db")), Some(env::NodeInfo::Dir), "and so does the world");
+    // The new directory's name is durable once its parent (the world's root) is synced.
+    std::fs::File::open(entered.dir()).and_then(|root| root.sync_all()).expect("root fsync");
+
+    let mut log = std::fs::File::create(dir.join("log.tmp")).expect("create");
+    log.write_all(b"put k v\n").expect("write");
+    log.sync_all().expect("fsync");
+    drop(log);
+    std::fs::rename(dir.join("log.tmp"), dir.join("log")).expect("rename");
+    std::fs::File::open(&dir).and_then(|d| d.sync_all()).expect("directory fsync");
+    assert_eq!(std::fs::read(dir.join("log")).expect("read back"), b"put k v\n");
+    assert_eq!(world.read_durable(Path::new("/db/log")).as_deref(), Some(&b"put k v\n"[..]), "durable in the world");
+
+    std::fs::write(dir.join("scratch"), b"never synced").expect("unsynced write");
+    assert_eq!(world.read_current(Path::new("/db/scratch")).as_deref(), Some(&b"never synced"[..]));
+    assert_eq!(world.read_durable(Path::new("/db/scratch")), None, "neither the bytes nor the name are durable");
+    let mut names: Vec<_> = std::fs::read_dir(&dir)
+        .expect("read_dir")
+        .map(|entry| entry.expect("entry").file_name().into_string().expect("utf-8"))
+        .collect();
+    names.sort();
+    assert_eq!(names, ["log", "scratch"]);
+    assert_eq!(std::fs::metadata(dir.join("scratch")).expect("metadata").len(), 12);
+    assert!(std::fs::metadata(&dir).expect("metadata").is_dir());
+
+    std::fs::remove_file(dir.join("scratch")).expect("remove");
+    assert_eq!(world.read_current(Path::new("/db/scratch")), None, "removed in the world");
+    assert!(!dir.join("scratch").exists(), "and for std");
+    std::fs::write(dir.join("lost"), b"unsynced at the crash").expect("write");
+
+    world.crash();
+    assert_eq!(std::fs::read(dir.join("log")).expect("synced survives"), b"put k v\n");
+    let lost = std::fs::read(dir.join("lost")).expect_err("the unsynced file is gone");
+    assert_eq!(lost.kind(), std::io::ErrorKind::NotFound);
+    assert_eq!(world.read_current(Path::new("/db/lost")), None);
+    let calls = entered.stats().calls;
+    for kind in ["open64", "write", "fsync", "rename", "opendir", "readdir64", "unlink", "statx", "mkdir"] {
+        assert!(calls.get(kind).copied().unwrap_or(0) > 0, "{kind} counted: {calls:?}");
+    }
+}
+
+#[test]
+fn positional_io_seeks_append_truncate_and_dup_follow_posix() {
+    let world = SimEnv::new(22);
+    let entered = interpose::enter(&world);
+    let path = entered.dir().join("data");
+    let file =
+        std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).expect("open");
+    file.write_all_at(b"0123456789", 0).expect("pwrite");
+    file.write_all_at(b"AB", 4).expect("pwrite inside");
+    let mut middle = [0u8; 4];
+    file.read_exact_at(&mut middle, 3).expect("pread");
+    assert_eq!(&middle, b"3AB6");
+    let mut cursor = file.try_clone().expect("dup shares the offset");
+    assert_eq!(cursor.seek(SeekFrom::End(-2)).expect("seek"), 8);
+    let mut tail = String::new();
+    cursor.read_to_string(&mut tail).expect("read");
+    assert_eq!(tail, "89");
+    file.set_len(3).expect("ftruncate");
+    assert_eq!(std::fs::read(&path).expect("read"), b"012");
+    drop((file, cursor));
+
+    let mut log = std::fs::OpenOptions::new().append(true).open(&path).expect("append");
+    log.write_all(b"+x").expect("append write");
+    assert_eq!(world.read_current(Path::new("/data")).as_deref(), Some(&b"012+x"[..]));
+    let error = std::fs::File::open(entered.dir().join("missing")).expect_err("no such file");
+    assert_eq!(error.kind(), std::io::ErrorKind::NotFound);
+    let error = std::fs::OpenOptions::new().write(true).create_new(true).open(&path).expect_err("exists");
+    assert_eq!(error.kind(), std::io::ErrorKind::AlreadyExists);
+    assert!(std::fs::canonicalize(entered.dir().join("./x/../data")).is_ok_and(|p| p == path), "realpath");
+}
+
+#[test]
+#[expect(unsafe_code, reason = "variadic C calls (open with a mode, fcntl without an argument) as C code makes them")]
+fn variadic_calls_locks_and_descriptor_flags_reach_the_world() {
+    let world = SimEnv::new(23);
+    let entered = interpose::enter(&world);
+    let path =
+        std::ffi::CString::new(entered.dir().join("locked").into_os_string().into_encoded_bytes()).expect("path");
+    // SAFETY: a NUL-terminated path; `open` is variadic and takes the mode only with O_CREAT.
+    let fd = unsafe { libc::open(path.as_ptr(), libc::O_CREAT | libc::O_RDWR | libc::O_APPEND, 0o600) };
+    assert!(fd >= interpose::FD_BASE, "a simulated descriptor: {fd}");
+    // SAFETY: `fcntl` is variadic; F_GETFL takes no argument.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    assert_eq!(flags, libc::O_RDWR | libc::O_APPEND);
+    // SAFETY: F_DUPFD_CLOEXEC with a lowest number.
+    let copy = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+    assert_eq!(copy, fd + 1, "the lowest free simulated number");
+    // SAFETY: closing descriptors opened above.
+    assert_eq!(unsafe { (libc::close(copy), libc::close(fd)) }, (0, 0));
+    assert_eq!(world.read_current(Path::new("/locked")).as_deref(), Some(&b""[..]), "created in the world");
+
+    let first = std::fs::File::open(entered.dir().join("locked")).expect("open");
+    let second = std::fs::File::open(entered.dir().join("locked")).expect("open again");
+    first.lock().expect("flock exclusive");
+    assert!(matches!(second.try_lock(), Err(std::fs::TryLockError::WouldBlock)), "another description conflicts");
+    first.unlock().expect("unlock");
+    second.try_lock().expect("free again");
+    drop(second);
+    first.try_lock().expect("released when its description closed");
+    let calls = entered.stats().calls;
+    assert_eq!(calls.get("open"), Some(&1), "{calls:?}");
+    assert!(calls.get("flock").copied().unwrap_or(0) >= 5, "{calls:?}");
+    assert!(calls.get("fcntl").copied().unwrap_or(0) >= 2, "{calls:?}");
+}

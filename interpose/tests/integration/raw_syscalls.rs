@@ -1,0 +1,36 @@
+//! Raw system calls (rustix's `linux_raw` backend, which `tempfile` uses) bypass the C library, so the world never
+//! sees them (ADR-0164). A world path is not a host path: such a call fails with `ENOENT` and touches neither the
+//! world's disk nor the host's.
+
+use std::path::Path;
+
+use env::SimEnv;
+use rustix::fs::{AtFlags, CWD, Mode, OFlags};
+use rustix::io::Errno;
+
+#[test]
+fn a_raw_system_call_on_a_world_path_fails_with_enoent_and_changes_nothing() {
+    let world = SimEnv::new(91);
+    let entered = interpose::enter(&world);
+    std::fs::write(entered.dir().join("file"), b"the world's bytes").expect("a libc write reaches the world");
+    let digest = world.disk_digest();
+    let calls = entered.stats().total_calls();
+    let file = entered.dir().join("file");
+
+    assert_eq!(rustix::fs::open(&file, OFlags::RDONLY, Mode::empty()).err(), Some(Errno::NOENT), "raw open");
+    assert_eq!(rustix::fs::statat(CWD, &file, AtFlags::empty()).err(), Some(Errno::NOENT), "raw stat");
+    let create = rustix::fs::open(entered.dir().join("new"), OFlags::CREATE | OFlags::WRONLY, Mode::RUSR);
+    assert_eq!(create.err(), Some(Errno::NOENT), "raw create");
+    assert_eq!(rustix::fs::mkdir(entered.dir().join("dir"), Mode::RWXU).err(), Some(Errno::NOENT), "raw mkdir");
+    let rename = rustix::fs::rename(&file, entered.dir().join("renamed"));
+    assert_eq!(rename.err(), Some(Errno::NOENT), "raw rename (tempfile's persist)");
+    assert_eq!(rustix::fs::unlink(&file).err(), Some(Errno::NOENT), "raw unlink");
+
+    assert_eq!(world.disk_digest(), digest, "the world's disk is unchanged");
+    assert_eq!(entered.stats().total_calls(), calls, "and the world saw none of them");
+    assert_eq!(std::fs::read(&file).expect("still there for libc"), b"the world's bytes");
+    let root = rustix::fs::access(interpose::WORLD_ROOT, rustix::fs::Access::EXISTS);
+    assert_eq!(root.err(), Some(Errno::NOENT), "nothing was made on the host (asked raw: std would be refused)");
+    drop(entered);
+    assert!(!Path::new(interpose::WORLD_ROOT).exists(), "and std agrees, outside the run");
+}
