@@ -39,6 +39,15 @@ fn enter(env: &SimEnv) -> (sys::Entered, std::path::PathBuf) {
     (sys::enter(env), DIR.into())
 }
 
+/// The world bound to the calling thread for one call of the target (the C library calls below the store's `std`
+/// calls go to it), and the directory the store opens: an ordinary path under the one the world names.
+#[cfg(all(feature = "interposed", not(feature = "env-fs")))]
+fn enter(env: &SimEnv) -> (interpose::Entered, std::path::PathBuf) {
+    let entered = interpose::enter(env);
+    let dir = entered.dir().join(DIR.trim_start_matches('/'));
+    (entered, dir)
+}
+
 /// The workload of one seed: drawn once from the seed, stored in every schedule.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Config {

@@ -121,7 +121,7 @@ impl Store {
             Err(error) => return Err(error.into()),
         }
         let log_path = dir.join(LOG);
-        let mut log = OpenOptions::new().read(true).write(true).create(true).open(&log_path)?;
+        let mut log = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&log_path)?;
         let mut bytes = Vec::new();
         log.read_to_end(&mut bytes)?;
         let valid_end = replay_log(&log_path, &bytes, &mut map)?;

@@ -47,5 +47,10 @@ pub use std::{fs, thread, time};
 /// `std::sync`'s blocking primitives, or the facade's: same types, same signatures.
 #[cfg(all(feature = "interposed", not(feature = "env-fs")))]
 pub mod sync {
+    #![expect(
+        clippy::disallowed_types,
+        reason = "holdfast issue 38: on the interposed route the store blocks on std's own Condvar; the interpose \
+                  crate schedules it below std (DECISIONS.md ADR-0003)"
+    )]
     pub use std::sync::{Condvar, Mutex, mpsc};
 }
