@@ -39,6 +39,19 @@ fn enter(env: &SimEnv) -> (sys::Entered, std::path::PathBuf) {
     (sys::enter(env), DIR.into())
 }
 
+/// Route A counts nothing here: every call the store makes is an `Env` call the world counts itself.
+#[cfg(feature = "env-fs")]
+fn count_intercepted(_world: &mut World) {}
+
+/// Route B: the C library calls the world answered so far, by function, as coverage counters
+/// (`interposed.<call>`), so a swarm's summary shows what the interposition saw.
+#[cfg(all(feature = "interposed", not(feature = "env-fs")))]
+fn count_intercepted(world: &mut World) {
+    for (call, count) in interpose::stats().map(|stats| stats.calls).unwrap_or_default() {
+        world.add(&format!("interposed.{call}"), count);
+    }
+}
+
 /// The world bound to the calling thread for one call of the target (the C library calls below the store's `std`
 /// calls go to it), and the directory the store opens: an ordinary path under the one the world names.
 #[cfg(all(feature = "interposed", not(feature = "env-fs")))]
@@ -272,7 +285,9 @@ impl Target for StdKvTarget {
     fn healthy(&mut self, world: &mut World) -> Result<(), Violation> {
         let _entered = enter(&self.env);
         let store = self.store.as_mut().expect("healthy after an open");
-        if let Err(error) = store.checkpoint() {
+        let checkpointed = store.checkpoint();
+        count_intercepted(world);
+        if let Err(error) = checkpointed {
             return world.give_up("liveness.checkpoint", "a checkpoint succeeds once faults heal", error.to_string());
         }
         self.verify_all("liveness", FailureKind::Liveness).map(drop)
