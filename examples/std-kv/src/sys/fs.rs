@@ -191,3 +191,45 @@ impl OpenOptions {
         Ok(File { inner: Inner::File(options.open(path)?) })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use holdfast::env::SimEnv;
+
+    use super::*;
+    use crate::sys::enter;
+
+    #[test]
+    fn a_directory_handle_syncs_the_directory_and_refuses_reads() {
+        let world = SimEnv::new(5);
+        let _entered = enter(&world);
+        create_dir_all("/d").expect("mkdir");
+        File::open("/").and_then(|root| root.sync_all()).expect("sync the root");
+        let mut file = File::create("/d/f").expect("create");
+        file.write_all(b"bytes").expect("write");
+        file.sync_all().expect("fsync the file");
+        assert_eq!(world.read_durable(Path::new("/d/f")), None, "the name is not durable before the directory sync");
+        let mut dir = File::open("/d").expect("open a directory");
+        dir.sync_all().expect("fsync the directory");
+        assert_eq!(world.read_durable(Path::new("/d/f")).as_deref(), Some(&b"bytes"[..]));
+        let mut buf = [0u8; 1];
+        assert_eq!(dir.read(&mut buf).expect_err("a directory").kind(), io::ErrorKind::IsADirectory);
+    }
+
+    #[test]
+    fn open_options_keep_stds_rules() {
+        let world = SimEnv::new(6);
+        let _entered = enter(&world);
+        let error = OpenOptions::new().read(true).create(true).open("/f").expect_err("create needs write");
+        assert_eq!(error.kind(), io::ErrorKind::InvalidInput);
+        let mut file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open("/f").expect("open");
+        file.write_all(b"abc").expect("write");
+        file.seek(SeekFrom::Start(1)).expect("seek");
+        let mut rest = Vec::new();
+        file.read_to_end(&mut rest).expect("read");
+        assert_eq!(rest, b"bc");
+        assert_eq!(read("/f").expect("read"), b"abc");
+    }
+}

@@ -59,3 +59,26 @@ where
 {
     Builder::new().spawn(f).unwrap_or_else(|error| panic!("failed to spawn thread: {error}"))
 }
+
+#[cfg(test)]
+mod tests {
+    use holdfast::env::SimEnv;
+
+    use super::*;
+    use crate::sys::{enter, fs};
+
+    #[test]
+    fn a_spawned_thread_runs_in_its_parents_world() {
+        let world = SimEnv::new(8);
+        let _entered = enter(&world);
+        let child = spawn(|| fs::write("/from-child", b"hi"));
+        child.join().expect("no panic").expect("the child's write reached the world");
+        assert_eq!(world.read_current(std::path::Path::new("/from-child")).as_deref(), Some(&b"hi"[..]));
+    }
+
+    #[test]
+    fn spawning_with_no_world_bound_is_an_error() {
+        let error = Builder::new().name("orphan".into()).spawn(|| ()).expect_err("no world");
+        assert_eq!(error.kind(), io::ErrorKind::NotConnected);
+    }
+}

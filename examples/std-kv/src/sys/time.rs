@@ -27,3 +27,21 @@ impl Instant {
         Instant::now().duration_since(*self)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use holdfast::env::SimEnv;
+
+    use super::*;
+    use crate::sys::enter;
+
+    #[test]
+    fn instants_read_the_worlds_clock() {
+        let world = SimEnv::new(9);
+        let _entered = enter(&world);
+        let start = Instant::now();
+        world.advance_clock(Duration::from_millis(7));
+        assert_eq!(start.elapsed(), Duration::from_millis(7));
+        assert_eq!(start.duration_since(Instant::now()), Duration::ZERO, "an earlier end saturates at zero");
+    }
+}
