@@ -23,7 +23,7 @@ const NANOS_PER_SEC: u64 = 1_000_000_000;
 /// panicked.
 fn world_time(call: &Call, kind: &'static str, clock: c_int) -> Option<Duration> {
     call.world.count(kind);
-    let now = world::guarded(|| call.world.env.now()).ok()?;
+    let now = world::guarded(|| call.world.env().now()).ok()?;
     Some(if clock == libc::CLOCK_REALTIME || clock == libc::CLOCK_REALTIME_COARSE || clock == libc::CLOCK_TAI {
         now.saturating_add(Duration::from_secs(REALTIME_BASE_SECS))
     } else {
@@ -101,7 +101,7 @@ pub unsafe extern "C" fn time(out: *mut time_t) -> time_t {
 /// Let `duration` pass on the world's clock; false when an earlier call on this thread panicked.
 fn world_sleep(call: &Call, kind: &'static str, duration: Duration) -> bool {
     call.world.count(kind);
-    world::guarded(|| call.world.env.sleep(duration)).is_ok()
+    world::guarded(|| call.world.env().sleep(duration)).is_ok()
 }
 
 fn from_timespec(value: &timespec) -> Option<Duration> {

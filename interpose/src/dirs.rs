@@ -95,7 +95,7 @@ pub unsafe extern "C" fn fdopendir(fd: c_int) -> *mut DIR {
 
 /// The next entry of stream `dir`, written into its entry buffer; null at the end.
 fn next_entry(world: &World, dir: *mut DIR) -> Answer<*mut dirent64> {
-    world.env.charge_work(1, "readdir");
+    world.env().charge_work(1, "readdir");
     let mut streams = streams();
     let stream = streams.get_mut(&(dir as usize)).ok_or(libc::EBADF)?;
     let Some((name, info)) = stream.entries.get(stream.next) else { return Ok(std::ptr::null_mut()) };

@@ -1,6 +1,8 @@
 //! Simulated descriptors: numbers from [`FD_BASE`] up, which the kernel never hands out (ADR-0163), each naming an
 //! open file or directory of the world's disk.
 
+#![forbid(unsafe_code)]
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -21,6 +21,11 @@
 //! Platforms: Linux with glibc on x86_64 (ADR-0162). Modules: `world` (bindings and per-world state), `real` (the
 //! real C library through `dlsym(RTLD_NEXT)`), `fds` (simulated descriptors), and the entry points by area.
 
+#[cfg(not(all(target_os = "linux", target_env = "gnu", target_arch = "x86_64")))]
+compile_error!(
+    "interpose covers Linux with glibc on x86_64 only (ADR-0162): its symbols and ABI assumptions are that platform's"
+);
+
 mod clock;
 mod dirs;
 mod fds;
@@ -81,6 +86,8 @@ impl Stats {
 #[derive(Debug)]
 #[must_use = "the thread is bound only while the guard lives"]
 pub struct Entered {
+    /// Keeps the world alive while the guard lives (the binding holds it weakly).
+    _env: SimEnv,
     world: Arc<World>,
     previous: Option<Arc<World>>,
     _not_send: PhantomData<*const ()>,
@@ -105,7 +112,7 @@ pub fn enter(env: &SimEnv) -> Entered {
             previous.dir.display()
         );
     }
-    Entered { world, previous, _not_send: PhantomData }
+    Entered { _env: env.clone(), world, previous, _not_send: PhantomData }
 }
 
 fn check_host() {

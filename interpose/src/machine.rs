@@ -18,7 +18,7 @@ pub const WORLD_CPUS: usize = 4;
 
 fn answer_count(call: &Call, kind: &'static str) -> usize {
     ops::answer(call, kind, |world| {
-        world.env.charge_work(1, kind);
+        world.env().charge_work(1, kind);
         Ok(WORLD_CPUS)
     })
     .unwrap_or(WORLD_CPUS)
@@ -49,7 +49,7 @@ pub unsafe extern "C" fn sched_getaffinity(pid: pid_t, size: size_t, mask: *mut 
         return real!(sched_getaffinity: AffinityFn => (pid, size, mask));
     };
     ret_unit(ops::answer(&call, "sched_getaffinity", |world| {
-        world.env.charge_work(1, "sched_getaffinity");
+        world.env().charge_work(1, "sched_getaffinity");
         fill_affinity(size, mask)
     }))
 }

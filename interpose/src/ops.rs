@@ -4,6 +4,8 @@
 //! Every answer is a yield point of the world's scheduler (ADR-0104): it makes at least one counted `SimEnv` call
 //! (`SimEnv::charge_work` where the call has no `Env` counterpart: `close`, `lseek`, `dup`, `fcntl`, `fstat`).
 
+#![forbid(unsafe_code)]
+
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -31,7 +33,7 @@ fn io(error: env::Error) -> c_int {
 
 /// A yield point for a call with no `Env` counterpart.
 fn yield_point(world: &World, kind: &'static str) {
-    world.env.charge_work(1, kind);
+    world.env().charge_work(1, kind);
 }
 
 pub(crate) fn description(world: &World, fd: c_int) -> Answer<Arc<Description>> {
@@ -51,10 +53,10 @@ fn install(world: &World, description: Description, at_least: c_int) -> Answer<c
 
 /// What `path` names now, after a yield point (`ENOENT` when nothing; `EIO` while the power is off).
 pub(crate) fn node(world: &World, path: &Path) -> Answer<NodeInfo> {
-    if !world.env.exists(path).map_err(io)? {
+    if !world.env().exists(path).map_err(io)? {
         return Err(libc::ENOENT);
     }
-    world.env.lookup_current(path).ok_or(libc::ENOENT)
+    world.env().lookup_current(path).ok_or(libc::ENOENT)
 }
 
 /// `open(2)` of world path `path` with `flags`.
@@ -81,7 +83,7 @@ pub(crate) fn open(world: &World, path: PathBuf, flags: c_int) -> Answer<c_int> 
             // The world's handle may write whenever it creates (SimEnv asks for it); the descriptor's own flags
             // say whether the caller may.
             let options = OpenOptions { create, create_new: create && exclusive, truncate, write: writable || create };
-            Target::File(world.env.open(&path, options).map_err(io)?)
+            Target::File(world.env().open(&path, options).map_err(io)?)
         }
     };
     let append = flags & libc::O_APPEND != 0;
@@ -146,7 +148,7 @@ pub(crate) fn sync(world: &World, fd: c_int) -> Answer<()> {
     let description = description(world, fd)?;
     match &description.target {
         Target::File(file) => file.sync().map_err(io),
-        Target::Dir => world.env.sync_dir(&description.path).map_err(io),
+        Target::Dir => world.env().sync_dir(&description.path).map_err(io),
     }
 }
 
@@ -241,7 +243,7 @@ pub(crate) fn flock(world: &World, fd: c_int, operation: c_int) -> Answer<()> {
         libc::LOCK_SH | libc::LOCK_EX => {
             // Not under the description's mutex: `Env::lock` is a yield point, and another of the world's threads
             // may need that mutex while this one waits for its turn.
-            let lock = world.env.lock(&description.path).map_err(io)?;
+            let lock = world.env().lock(&description.path).map_err(io)?;
             let mut held = description.lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             let earlier = held.replace(lock);
             drop(held);
@@ -259,8 +261,8 @@ pub(crate) fn mkdir(world: &World, path: &Path) -> Answer<()> {
         Err(libc::ENOENT) => {}
         Err(errno) => return Err(errno),
     }
-    match path.parent().map(|parent| world.env.lookup_current(parent)) {
-        Some(Some(NodeInfo::Dir)) => world.env.create_dir_all(path).map_err(io),
+    match path.parent().map(|parent| world.env().lookup_current(parent)) {
+        Some(Some(NodeInfo::Dir)) => world.env().create_dir_all(path).map_err(io),
         Some(Some(NodeInfo::File { .. })) => Err(libc::ENOTDIR),
         Some(None) | None => Err(libc::ENOENT),
     }
@@ -268,31 +270,31 @@ pub(crate) fn mkdir(world: &World, path: &Path) -> Answer<()> {
 
 /// `unlink(2)` of a file.
 pub(crate) fn unlink(world: &World, path: &Path) -> Answer<()> {
-    if world.env.lookup_current(path) == Some(NodeInfo::Dir) {
+    if world.env().lookup_current(path) == Some(NodeInfo::Dir) {
         yield_point(world, "unlink");
         return Err(libc::EISDIR);
     }
-    world.env.remove_file(path).map_err(io)
+    world.env().remove_file(path).map_err(io)
 }
 
 /// `rename(2)` of a file within one directory: what `Env::rename` simulates. `None` means the world cannot
 /// simulate it (a directory, or across directories): the caller refuses the call.
 pub(crate) fn rename(world: &World, from: &Path, to: &Path) -> Option<Answer<()>> {
-    let is_dir = |path: &Path| world.env.lookup_current(path) == Some(NodeInfo::Dir);
+    let is_dir = |path: &Path| world.env().lookup_current(path) == Some(NodeInfo::Dir);
     if from.parent() != to.parent() || is_dir(from) || is_dir(to) {
         return None;
     }
-    Some(world.env.rename(from, to).map_err(io))
+    Some(world.env().rename(from, to).map_err(io))
 }
 
 /// The entries of directory `path`: names and what each names, in the world's order.
 pub(crate) fn list(world: &World, path: &Path) -> Answer<Vec<(OsString, NodeInfo)>> {
     let mut names = Vec::new();
-    world.env.visit_dir_names(path, &mut |name: &OsStr| names.push(name.to_os_string())).map_err(io)?;
+    world.env().visit_dir_names(path, &mut |name: &OsStr| names.push(name.to_os_string())).map_err(io)?;
     Ok(names
         .into_iter()
         .filter_map(|name| {
-            let info = world.env.lookup_current(&path.join(&name))?;
+            let info = world.env().lookup_current(&path.join(&name))?;
             Some((name, info))
         })
         .collect())

@@ -1,6 +1,8 @@
 //! Where a path a bound thread names lies (ADR-0163): in its world (under [`crate::Entered::dir`]), among the
 //! machine-shape files whose answer is fixed, or on the host (refused).
 
+#![forbid(unsafe_code)]
+
 use std::ffi::{CStr, OsStr};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};

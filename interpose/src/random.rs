@@ -24,13 +24,13 @@ pub(crate) fn fill(call: &Call, kind: &'static str, buf: *mut c_void, len: usize
     }
     ops::answer(call, kind, |world| {
         if len == 0 {
-            world.env.charge_work(1, kind);
+            world.env().charge_work(1, kind);
             return Ok(0);
         }
         // SAFETY: the caller's buffer of at least `len` bytes (non-null).
         let bytes = unsafe { std::slice::from_raw_parts_mut(buf.cast::<u8>(), len) };
         for chunk in bytes.chunks_mut(8) {
-            let draw = world.env.random_u64().to_le_bytes();
+            let draw = world.env().random_u64().to_le_bytes();
             chunk.copy_from_slice(&draw[..chunk.len()]);
         }
         Ok(len)

@@ -49,8 +49,8 @@ fn path_attributes(world: &World, path: &Path) -> Answer<Attributes> {
 
 fn fd_attributes(world: &World, fd: c_int) -> Answer<Attributes> {
     let description = ops::description(world, fd)?;
-    world.env.charge_work(1, "fstat");
-    let info = world.env.lookup_current(&description.path).unwrap_or(match &description.target {
+    world.env().charge_work(1, "fstat");
+    let info = world.env().lookup_current(&description.path).unwrap_or(match &description.target {
         // An unlinked but open file: its size through the handle.
         crate::fds::Target::File(file) => {
             NodeInfo::File { len_bytes: env::File::len(file).map_err(|e| crate::paths::errno_of(&e))? }

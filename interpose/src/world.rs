@@ -2,14 +2,16 @@
 //! binding, the "inside the interposer" flag that sends this crate's own calls to the real C library, and the
 //! per-world state (descriptors, counts of calls by kind, refusals).
 
+#![forbid(unsafe_code)]
+
 use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use env::SimEnv;
+use env::{SimEnv, WeakSimEnv};
 
 use crate::fds::FdTable;
 
@@ -29,10 +31,11 @@ pub struct Refusal {
     pub message: String,
 }
 
-/// One world's binding: its `SimEnv`, its directory, and the state its intercepted calls share.
+/// One world's binding: its `SimEnv` (held weakly: the binding lives as long as the world, not longer), its
+/// directory, and the state its intercepted calls share.
 #[derive(Debug)]
 pub(crate) struct World {
-    pub(crate) env: SimEnv,
+    env: WeakSimEnv,
     pub(crate) dir: PathBuf,
     state: Mutex<State>,
 }
@@ -52,7 +55,21 @@ pub(crate) struct State {
 impl World {
     fn new(env: &SimEnv) -> Self {
         let dir = Path::new(WORLD_ROOT).join(env.seed().to_string());
-        Self { env: env.clone(), dir, state: Mutex::new(State::default()) }
+        Self { env: env.downgrade(), dir, state: Mutex::new(State::default()) }
+    }
+
+    /// The world's `SimEnv`. Panics (inside [`guarded`], so the call fails with `EIO`) when every handle to the
+    /// world is gone: a thread still bound to a world its runner dropped.
+    pub(crate) fn env(&self) -> SimEnv {
+        self.env.upgrade().expect("interpose: a call on a thread bound to a world whose every SimEnv handle is gone")
+    }
+
+    fn is_world_of(&self, env: &SimEnv) -> bool {
+        self.env.upgrade().is_some_and(|mine| mine.same_world(env))
+    }
+
+    fn is_alive(&self) -> bool {
+        self.env.upgrade().is_some()
     }
 
     pub(crate) fn state(&self) -> MutexGuard<'_, State> {
@@ -120,6 +137,11 @@ pub(crate) fn guarded<T>(answer: impl FnOnce() -> T) -> Result<T, ()> {
     })
 }
 
+/// True while this crate's own code runs on this thread (or its locals are gone).
+pub(crate) fn is_inside() -> bool {
+    INSIDE.try_with(Cell::get).unwrap_or(true)
+}
+
 /// True when an intercepted call on this thread panicked and the panic was not raised yet.
 pub(crate) fn has_pending() -> bool {
     PENDING.try_with(|slot| slot.borrow().is_some()).unwrap_or(false)
@@ -130,8 +152,9 @@ pub(crate) fn take_pending() -> Option<Box<dyn Any + Send>> {
     PENDING.try_with(|slot| slot.borrow_mut().take()).ok().flatten()
 }
 
-/// The registry: one binding per live world, so that nested or repeated `enter`s share descriptors and counts.
-static WORLDS: Mutex<Vec<Weak<World>>> = Mutex::new(Vec::new());
+/// The registry: one binding per live world, so that nested or repeated `enter`s share descriptors and counts for
+/// as long as the world lives. A binding whose world is gone is dropped at the next `enter`.
+static WORLDS: Mutex<Vec<Arc<World>>> = Mutex::new(Vec::new());
 
 /// The calling thread's world, if it is bound to one (`None` too while the thread's locals are torn down).
 pub(crate) fn current() -> Option<Arc<World>> {
@@ -148,13 +171,15 @@ pub(crate) fn set_current(world: Option<Arc<World>>) -> Option<Arc<World>> {
 pub(crate) fn binding_for(env: &SimEnv) -> Arc<World> {
     let _inside = Inside::enter();
     let mut worlds = WORLDS.lock().unwrap_or_else(PoisonError::into_inner);
-    worlds.retain(|weak| weak.strong_count() > 0);
-    if let Some(live) = worlds.iter().filter_map(Weak::upgrade).find(|world| world.env.same_world(env)) {
-        return live;
+    let gone: Vec<Arc<World>> = worlds.extract_if(.., |world| !world.is_alive()).collect();
+    if let Some(live) = worlds.iter().find(|world| world.is_world_of(env)) {
+        return Arc::clone(live);
     }
     assert!(worlds.len() < WORLDS_MAX, "interpose: more than {WORLDS_MAX} worlds alive at once");
     let world = Arc::new(World::new(env));
-    worlds.push(Arc::downgrade(&world));
+    worlds.push(Arc::clone(&world));
+    drop(worlds);
+    drop(gone);
     world
 }
 

@@ -30,7 +30,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 pub use self::budget::WorkBudgetExceeded;
@@ -61,6 +61,27 @@ pub struct FileReport {
     pub durable_len: Option<u64>,
     pub current_len: u64,
     pub pending_operations: usize,
+}
+
+/// A handle to a simulated world that does not keep it alive ([`SimEnv::downgrade`]): for a registry of worlds
+/// that must not outlive them (the interposition layer's bindings, ADR-0163).
+#[derive(Clone)]
+pub struct WeakSimEnv {
+    world: Weak<Mutex<World>>,
+    fault_total: Arc<AtomicU64>,
+}
+
+impl fmt::Debug for WeakSimEnv {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WeakSimEnv").field("alive", &(self.world.strong_count() > 0)).finish_non_exhaustive()
+    }
+}
+
+impl WeakSimEnv {
+    /// The world, while any `SimEnv` handle to it (or an open `SimFile` of it) lives.
+    pub fn upgrade(&self) -> Option<SimEnv> {
+        Some(SimEnv { world: self.world.upgrade()?, fault_total: Arc::clone(&self.fault_total) })
+    }
 }
 
 /// What a path names in a simulated world's current namespace ([`SimEnv::lookup_current`]).
@@ -110,6 +131,12 @@ impl SimEnv {
     /// True when `self` and `other` are handles to the same world (clones of one `SimEnv`). Reads no state.
     pub fn same_world(&self, other: &SimEnv) -> bool {
         Arc::ptr_eq(&self.world, &other.world)
+    }
+
+    /// A handle that does not keep the world alive: [`WeakSimEnv::upgrade`] gives this `SimEnv` back while any
+    /// other handle lives. Reads no state.
+    pub fn downgrade(&self) -> WeakSimEnv {
+        WeakSimEnv { world: Arc::downgrade(&self.world), fault_total: Arc::clone(&self.fault_total) }
     }
 
     /// Keep a [`CrashImage`] of the disk after each crash (the last one only), for `--export-image`.

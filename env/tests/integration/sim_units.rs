@@ -607,3 +607,24 @@ fn every_handle_reads_the_fault_total_as_each_fault_fires() {
     assert_eq!(observer.fault_total(), env.fault_counts().values().sum::<u64>());
     assert_eq!(other.fault_total(), 0, "worlds count apart");
 }
+
+#[test]
+fn lookup_current_names_files_and_directories_and_same_world_compares_handles() {
+    let env = SimEnv::new(5);
+    env.create_dir_all(Path::new("/d")).expect("mkdir");
+    let file = env.open(Path::new("/d/f"), OpenOptions::create_new()).expect("create");
+    file.write_all_at(0, b"12345").expect("write");
+    assert_eq!(env.lookup_current(Path::new("/d")), Some(env::NodeInfo::Dir));
+    assert_eq!(env.lookup_current(Path::new("/")), Some(env::NodeInfo::Dir), "the root");
+    assert_eq!(env.lookup_current(Path::new("/d/f")), Some(env::NodeInfo::File { len_bytes: 5 }));
+    assert_eq!(env.lookup_current(Path::new("/d/missing")), None);
+    let work = env.work_done();
+    let _ = env.lookup_current(Path::new("/d/f"));
+    assert_eq!(env.work_done(), work, "introspection: no counted call");
+    assert!(env.same_world(&env.clone()), "a clone is the same world");
+    assert!(!env.same_world(&SimEnv::new(5)), "another world of the same seed is not");
+    let weak = env.downgrade();
+    assert!(weak.upgrade().is_some_and(|back| back.same_world(&env)), "upgrades while a handle lives");
+    drop((env, file));
+    assert!(weak.upgrade().is_none(), "and not after the last handle (and file) is gone");
+}

@@ -4,10 +4,10 @@
 #![expect(clippy::disallowed_methods, reason = "the point: std's file system and clock under a world")]
 #![expect(clippy::disallowed_types, reason = "the point: std's file system under a world")]
 
+mod binding;
 mod clock_random;
 mod files;
 mod outside;
 mod raw_syscalls;
 mod refusals;
-mod skeleton;
 mod worlds;

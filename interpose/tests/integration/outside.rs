@@ -66,3 +66,17 @@ fn the_same_thread_reaches_the_host_again_once_its_guard_drops() {
     assert_eq!(world.read_current(std::path::Path::new("/file")).as_deref(), Some(&b"world"[..]));
     assert!(!PathBuf::from(interpose::WORLD_ROOT).exists(), "no world directory on the host");
 }
+
+#[test]
+fn a_world_file_dropped_after_its_guard_closes_quietly() {
+    let world = SimEnv::new(63);
+    let entered = interpose::enter(&world);
+    let file = std::fs::File::create(entered.dir().join("outlives")).expect("create");
+    drop(entered);
+    // std (with debug assertions) aborts the process if closing an owned descriptor fails with EBADF.
+    drop(file);
+    assert_eq!(world.read_current(std::path::Path::new("/outlives")).as_deref(), Some(&b""[..]));
+    let again = interpose::enter(&world);
+    assert_eq!(again.stats().open_descriptors, 1, "the description stays with its world");
+    assert_eq!(again.stats().calls.get("open64"), Some(&1), "and so do its counts, across guards");
+}

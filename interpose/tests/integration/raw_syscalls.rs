@@ -2,6 +2,8 @@
 //! sees them (ADR-0164). A world path is not a host path: such a call fails with `ENOENT` and touches neither the
 //! world's disk nor the host's.
 
+#![expect(unsafe_code, reason = "a simulated descriptor borrowed for a raw call, as rustix's callers hold them")]
+
 use std::path::Path;
 
 use env::SimEnv;
@@ -29,6 +31,10 @@ fn a_raw_system_call_on_a_world_path_fails_with_enoent_and_changes_nothing() {
     assert_eq!(world.disk_digest(), digest, "the world's disk is unchanged");
     assert_eq!(entered.stats().total_calls(), calls, "and the world saw none of them");
     assert_eq!(std::fs::read(&file).expect("still there for libc"), b"the world's bytes");
+    // SAFETY: a number the kernel never handed out (above RLIMIT_NOFILE), borrowed only for this raw call.
+    let simulated = unsafe { std::os::fd::BorrowedFd::borrow_raw(interpose::FD_BASE) };
+    assert_eq!(rustix::fs::fstat(simulated).err(), Some(Errno::BADF), "raw fstat of a simulated descriptor");
+
     let root = rustix::fs::access(interpose::WORLD_ROOT, rustix::fs::Access::EXISTS);
     assert_eq!(root.err(), Some(Errno::NOENT), "nothing was made on the host (asked raw: std would be refused)");
     drop(entered);
