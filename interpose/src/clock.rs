@@ -101,7 +101,7 @@ pub unsafe extern "C" fn time(out: *mut time_t) -> time_t {
 /// Let `duration` pass on the world's clock; false when an earlier call on this thread panicked.
 fn world_sleep(call: &Call, kind: &'static str, duration: Duration) -> bool {
     call.world.count(kind);
-    world::guarded(|| call.world.env().sleep(duration)).is_ok()
+    world::guarded(|| crate::threads::sleep(&call.world.env(), duration)).is_ok()
 }
 
 fn from_timespec(value: &timespec) -> Option<Duration> {

@@ -30,6 +30,7 @@ mod clock;
 mod dirs;
 mod fds;
 mod files;
+pub mod futex;
 mod machine;
 mod names;
 mod ops;
@@ -40,9 +41,8 @@ mod refuse;
 mod route;
 mod stat;
 mod syscalls;
+pub mod threads;
 mod world;
-// mod threads; // the threads half (pthread_create, futex, sched_yield): branch threads38.
-// mod futex;
 
 use std::collections::BTreeMap;
 use std::ffi::CString;

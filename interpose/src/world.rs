@@ -193,6 +193,12 @@ impl Inside {
     pub(crate) fn enter() -> Self {
         Self { was: INSIDE.try_with(|flag| flag.replace(true)).unwrap_or(true) }
     }
+
+    /// Marks the calling thread as outside the interposer until dropped: the program's own code runs again (a
+    /// world thread's start routine, run from inside the threads module's trampoline).
+    pub(crate) fn leave() -> Self {
+        Self { was: INSIDE.try_with(|flag| flag.replace(false)).unwrap_or(true) }
+    }
 }
 
 impl Drop for Inside {

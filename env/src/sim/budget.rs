@@ -9,7 +9,7 @@ use std::fmt;
 use std::sync::{Mutex, MutexGuard};
 
 use super::SimEnv;
-use super::threads::{MAIN_THREAD, index_in};
+use super::threads::{MAIN_THREAD, index_in, internal};
 use super::world::World;
 
 /// The panic payload of a call that passed the world's work limit. The world is halted from then on (every IO
@@ -45,7 +45,7 @@ impl World {
 
 /// Lock the world for one counted call; panics (after releasing the lock) when the call passes the work limit.
 pub(super) fn lock_charged<'a>(world: &'a Mutex<World>, units: u64, call: &'static str) -> MutexGuard<'a, World> {
-    let mut guard = world.lock().expect("SimEnv world poisoned by an earlier panic");
+    let mut guard = internal(|| world.lock()).expect("SimEnv world poisoned by an earlier panic");
     guard.assert_owner();
     if let Some(sched) = guard.threads.clone() {
         // A yield point (ADR-0104): another of the world's threads may run before this call does.
@@ -53,7 +53,7 @@ pub(super) fn lock_charged<'a>(world: &'a Mutex<World>, units: u64, call: &'stat
         // assert_owner admitted the world's own threads and its owner, the main thread.
         let me = index_in(&sched).unwrap_or(MAIN_THREAD);
         sched.yield_now(me);
-        guard = world.lock().expect("SimEnv world poisoned by an earlier panic");
+        guard = internal(|| world.lock()).expect("SimEnv world poisoned by an earlier panic");
     }
     if let Some(exceeded) = guard.charge(units, call) {
         drop(guard);

@@ -17,6 +17,8 @@ mod disk;
 mod env_impl;
 mod faults;
 mod file;
+#[doc(hidden)]
+pub mod foreign;
 mod names;
 mod operator;
 mod paged;
@@ -101,7 +103,7 @@ pub struct SimEnv {
 
 impl fmt::Debug for SimEnv {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let world = self.world.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let world = threads::internal(|| self.world.lock()).unwrap_or_else(std::sync::PoisonError::into_inner);
         f.debug_struct("SimEnv").field("seed", &world.seed).field("epoch", &world.epoch).finish_non_exhaustive()
     }
 }
@@ -155,7 +157,7 @@ impl SimEnv {
     }
 
     fn lock_world(&self) -> MutexGuard<'_, World> {
-        let mut world = self.world.lock().expect("SimEnv world poisoned by an earlier panic");
+        let mut world = threads::internal(|| self.world.lock()).expect("SimEnv world poisoned by an earlier panic");
         world.assert_owner();
         world
     }
@@ -396,8 +398,7 @@ impl SimEnv {
 
     /// Advance the virtual clock.
     pub fn advance_clock(&self, duration: Duration) {
-        let mut world = self.lock_world();
-        world.clock_nanos = world.clock_nanos.saturating_add(duration_nanos(duration));
+        self.lock_world().advance_clock_nanos(duration_nanos(duration));
     }
 }
 

@@ -173,6 +173,18 @@ impl StdKvTarget {
     }
 }
 
+/// The framework drops the target after the run, outside any of its calls: the store (and its writer thread's
+/// shutdown, a channel hang-up and a join) must still happen inside the world, or on route B the hang-up is a
+/// futex wake the world never sees and the join waits forever.
+impl Drop for StdKvTarget {
+    fn drop(&mut self) {
+        if self.store.is_some() {
+            let _entered = enter(&self.env);
+            self.store = None;
+        }
+    }
+}
+
 impl Target for StdKvTarget {
     const NAME: &'static str = "std-kv";
     const ABOUT: &'static str = "a key-value store written only with std (fs, thread, sync, time): puts, deletes, gets and \

@@ -10,4 +10,5 @@ mod files;
 mod outside;
 mod raw_syscalls;
 mod refusals;
+mod threads;
 mod worlds;
