@@ -29,6 +29,13 @@ mod tests;
 pub mod writer;
 use crate::store::{Error, Store};
 
+/// The route this build takes (its seeds directory under `seeds/`).
+#[cfg(feature = "env-fs")]
+pub const ROUTE: &str = "env-fs";
+/// The route this build takes (its seeds directory under `seeds/`).
+#[cfg(all(feature = "interposed", not(feature = "env-fs")))]
+pub const ROUTE: &str = "interposed";
+
 /// The store's directory on the simulated disk (route A), or its name under the world's directory (route B).
 pub const DIR: &str = "/std-kv";
 
@@ -187,6 +194,10 @@ impl Drop for StdKvTarget {
 
 impl Target for StdKvTarget {
     const NAME: &'static str = "std-kv";
+    /// Each route pins its own seeds (`seeds/interposed/`, `seeds/env-fs/`): a seed's thread interleaving is keyed
+    /// by its yield points, and the routes yield at different calls (every intercepted C library call on route B,
+    /// every `Env` call on route A), so a race's shrunk schedule reproduces on the route that found it.
+    const SEEDS_SUBDIR: &'static str = ROUTE;
     const ABOUT: &'static str = "a key-value store written only with std (fs, thread, sync, time): puts, deletes, gets and \
                                  checkpoints, checked against a model after every step";
     type Config = Config;
