@@ -479,3 +479,64 @@ pub unsafe extern "C" fn fcntl(fd: c_int, command: c_int, argument: c_long) -> c
 pub unsafe extern "C" fn fcntl64(fd: c_int, command: c_int, argument: c_long) -> c_int {
     fcntl_answer("fcntl64", fd, command, argument).unwrap_or_else(|| real!(fcntl64: FcntlFn => (fd, command, argument)))
 }
+
+/// The kernel's in-kernel copies (`copy_file_range`, `sendfile`, `splice`) cannot move a world's bytes: with a
+/// simulated descriptor on either side they fail as the kernel fails them between file systems or for unsupported
+/// descriptors (`EXDEV`, `EINVAL`), which is what makes `std::io::copy` and `fs::copy` fall back to `read`/`write`.
+fn no_kernel_copy(kind: &'static str, fds: [c_int; 2], errno: c_int) -> Option<ssize_t> {
+    if !fds.iter().any(|&fd| is_simulated(fd)) {
+        return None;
+    }
+    let call = crate::world::begin()?;
+    Some(ret_len(ops::answer(&call, kind, |world| {
+        world.env().charge_work(1, kind);
+        Err(errno)
+    })))
+}
+
+/// `copy_file_range(2)`: `EXDEV` with a simulated descriptor.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn copy_file_range(
+    fd_in: c_int,
+    off_in: *mut off64_t,
+    fd_out: c_int,
+    off_out: *mut off64_t,
+    len: size_t,
+    flags: libc::c_uint,
+) -> ssize_t {
+    type CopyFileRangeFn =
+        unsafe extern "C" fn(c_int, *mut off64_t, c_int, *mut off64_t, size_t, libc::c_uint) -> ssize_t;
+    no_kernel_copy("copy_file_range", [fd_in, fd_out], libc::EXDEV)
+        .unwrap_or_else(|| real!(copy_file_range: CopyFileRangeFn => (fd_in, off_in, fd_out, off_out, len, flags)))
+}
+
+type SendfileFn = unsafe extern "C" fn(c_int, c_int, *mut off64_t, size_t) -> ssize_t;
+
+/// `sendfile64(2)`: `EINVAL` with a simulated descriptor.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sendfile64(out_fd: c_int, in_fd: c_int, offset: *mut off64_t, count: size_t) -> ssize_t {
+    no_kernel_copy("sendfile64", [out_fd, in_fd], libc::EINVAL)
+        .unwrap_or_else(|| real!(sendfile64: SendfileFn => (out_fd, in_fd, offset, count)))
+}
+
+/// `sendfile(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sendfile(out_fd: c_int, in_fd: c_int, offset: *mut off64_t, count: size_t) -> ssize_t {
+    no_kernel_copy("sendfile", [out_fd, in_fd], libc::EINVAL)
+        .unwrap_or_else(|| real!(sendfile: SendfileFn => (out_fd, in_fd, offset, count)))
+}
+
+/// `splice(2)`: `EINVAL` with a simulated descriptor.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn splice(
+    fd_in: c_int,
+    off_in: *mut off64_t,
+    fd_out: c_int,
+    off_out: *mut off64_t,
+    len: size_t,
+    flags: libc::c_uint,
+) -> ssize_t {
+    type SpliceFn = unsafe extern "C" fn(c_int, *mut off64_t, c_int, *mut off64_t, size_t, libc::c_uint) -> ssize_t;
+    no_kernel_copy("splice", [fd_in, fd_out], libc::EINVAL)
+        .unwrap_or_else(|| real!(splice: SpliceFn => (fd_in, off_in, fd_out, off_out, len, flags)))
+}

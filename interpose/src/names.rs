@@ -235,3 +235,36 @@ pub unsafe extern "C" fn realpath(path: *const c_char, resolved: *mut c_char) ->
         std::ptr::null_mut()
     })
 }
+
+/// A world keeps no permissions: changing them succeeds once the file exists (`fs::copy` sets the copy's, and
+/// `fs::set_permissions` a file's), and `stat` keeps reporting 0644 or 0755 (ADR-0163).
+fn keep_mode(world: &World, path: &Path) -> Answer<()> {
+    ops::node(world, path).map(drop)
+}
+
+/// `chmod(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn chmod(path: *const c_char, mode: mode_t) -> c_int {
+    one_path("chmod", None, path, keep_mode)
+        .unwrap_or_else(|| real!(chmod: unsafe extern "C" fn(*const c_char, mode_t) -> c_int => (path, mode)))
+}
+
+/// `fchmodat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fchmodat(dirfd: c_int, path: *const c_char, mode: mode_t, flags: c_int) -> c_int {
+    type FchmodatFn = unsafe extern "C" fn(c_int, *const c_char, mode_t, c_int) -> c_int;
+    one_path("fchmodat", Some(dirfd), path, keep_mode)
+        .unwrap_or_else(|| real!(fchmodat: FchmodatFn => (dirfd, path, mode, flags)))
+}
+
+/// `fchmod(2)`: what `File::set_permissions` calls.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fchmod(fd: c_int, mode: mode_t) -> c_int {
+    match crate::route::world_fd(fd) {
+        Some(call) => ret_unit(ops::answer(&call, "fchmod", |world| {
+            let description = ops::description(world, fd)?;
+            keep_mode(world, &description.path)
+        })),
+        None => real!(fchmod: unsafe extern "C" fn(c_int, mode_t) -> c_int => (fd, mode)),
+    }
+}

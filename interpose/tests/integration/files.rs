@@ -127,3 +127,46 @@ fn variadic_calls_locks_and_descriptor_flags_reach_the_world() {
     assert!(calls.get("flock").copied().unwrap_or(0) >= 5, "{calls:?}");
     assert!(calls.get("fcntl").copied().unwrap_or(0) >= 2, "{calls:?}");
 }
+
+#[test]
+fn directory_entries_buffered_writes_copies_and_permissions_work_as_std_expects() {
+    use std::io::BufWriter;
+    let world = SimEnv::new(24);
+    let entered = interpose::enter(&world);
+    std::fs::create_dir_all(entered.dir()).expect("the world's root exists already");
+    std::fs::create_dir_all(entered.dir().join("a/b")).expect("nested directories");
+    let mut writer = BufWriter::new(std::fs::File::create(entered.dir().join("a/log")).expect("create"));
+    for line in 0..100 {
+        writeln!(writer, "record {line}").expect("buffered write");
+    }
+    writer.into_inner().expect("flush").sync_data().expect("fdatasync");
+    let mut text = String::new();
+    std::fs::File::open(entered.dir().join("a/log")).expect("open").read_to_string(&mut text).expect("read");
+    assert_eq!(text.lines().count(), 100);
+    assert_eq!(text.lines().last(), Some("record 99"));
+
+    let copied = std::fs::copy(entered.dir().join("a/log"), entered.dir().join("a/copy")).expect("fs::copy");
+    assert_eq!(copied, text.len() as u64);
+    assert_eq!(world.read_current(Path::new("/a/copy")), world.read_current(Path::new("/a/log")), "same bytes");
+    let mut permissions = std::fs::metadata(entered.dir().join("a/copy")).expect("stat").permissions();
+    permissions.set_readonly(true);
+    std::fs::set_permissions(entered.dir().join("a/copy"), permissions).expect("chmod is kept quiet");
+
+    let mut entries: Vec<_> = std::fs::read_dir(entered.dir().join("a"))
+        .expect("read_dir")
+        .map(|entry| {
+            let entry = entry.expect("entry");
+            let kind = entry.file_type().expect("d_type");
+            let len = entry.metadata().expect("statx relative to the stream's descriptor").len();
+            (entry.file_name().into_string().expect("utf-8"), kind.is_dir(), len)
+        })
+        .collect();
+    entries.sort();
+    let log_len = text.len() as u64;
+    assert_eq!(
+        entries,
+        [("b".to_string(), true, 4096), ("copy".to_string(), false, log_len), ("log".to_string(), false, log_len)]
+    );
+    let modified = std::fs::metadata(entered.dir().join("a/log")).and_then(|m| m.modified()).expect("mtime");
+    assert_eq!(modified.duration_since(std::time::UNIX_EPOCH).expect("after").as_secs(), interpose::REALTIME_BASE_SECS);
+}
