@@ -30,6 +30,7 @@ mod clock;
 mod dirs;
 mod fds;
 mod files;
+mod hints;
 mod machine;
 mod names;
 mod ops;

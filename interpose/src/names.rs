@@ -268,3 +268,26 @@ pub unsafe extern "C" fn fchmod(fd: c_int, mode: mode_t) -> c_int {
         None => real!(fchmod: unsafe extern "C" fn(c_int, mode_t) -> c_int => (fd, mode)),
     }
 }
+
+type TruncateFn = unsafe extern "C" fn(*const c_char, libc::off64_t) -> c_int;
+
+fn truncate_path(world: &World, path: &Path, len: libc::off64_t) -> Answer<()> {
+    let fd = ops::open(world, path.to_path_buf(), libc::O_WRONLY)?;
+    let result = ops::set_len(world, fd, len);
+    ops::close(world, fd)?;
+    result
+}
+
+/// `truncate64(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn truncate64(path: *const c_char, len: libc::off64_t) -> c_int {
+    one_path("truncate64", None, path, |world, world_path| truncate_path(world, world_path, len))
+        .unwrap_or_else(|| real!(truncate64: TruncateFn => (path, len)))
+}
+
+/// `truncate(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn truncate(path: *const c_char, len: libc::off64_t) -> c_int {
+    one_path("truncate", None, path, |world, world_path| truncate_path(world, world_path, len))
+        .unwrap_or_else(|| real!(truncate: TruncateFn => (path, len)))
+}

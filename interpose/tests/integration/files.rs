@@ -170,3 +170,24 @@ fn directory_entries_buffered_writes_copies_and_permissions_work_as_std_expects(
     let modified = std::fs::metadata(entered.dir().join("a/log")).and_then(|m| m.modified()).expect("mtime");
     assert_eq!(modified.duration_since(std::time::UNIX_EPOCH).expect("after").as_secs(), interpose::REALTIME_BASE_SECS);
 }
+
+#[test]
+#[expect(unsafe_code, reason = "C calls SQLite's unix VFS and other C code make (truncate, fchown, posix_fadvise)")]
+fn c_library_calls_beyond_std_truncate_advise_and_chown_in_the_world() {
+    let world = SimEnv::new(25);
+    let entered = interpose::enter(&world);
+    std::fs::write(entered.dir().join("db"), b"0123456789").expect("write");
+    let path = std::ffi::CString::new(entered.dir().join("db").into_os_string().into_encoded_bytes()).expect("path");
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(unsafe { libc::truncate(path.as_ptr(), 4) }, 0);
+    assert_eq!(world.read_current(Path::new("/db")).as_deref(), Some(&b"0123"[..]), "truncated in the world");
+    let file = std::fs::File::open(entered.dir().join("db")).expect("open");
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
+    // SAFETY: advice and ownership on an open descriptor.
+    let (advice, chown) = unsafe { (libc::posix_fadvise(fd, 0, 0, libc::POSIX_FADV_DONTNEED), libc::fchown(fd, 0, 0)) };
+    assert_eq!((advice, chown), (0, 0));
+    // SAFETY: as above, on a number with no open description in this world.
+    assert_eq!(unsafe { libc::posix_fadvise(interpose::FD_BASE + 99, 0, 0, 0) }, libc::EBADF);
+    let calls = entered.stats().calls;
+    assert_eq!((calls.get("truncate"), calls.get("fchown")), (Some(&1), Some(&1)), "{calls:?}");
+}
