@@ -57,8 +57,15 @@ fn std_fs_writes_syncs_renames_lists_and_removes_on_the_worlds_disk() {
     let lost = std::fs::read(dir.join("lost")).expect_err("the unsynced file is gone");
     assert_eq!(lost.kind(), std::io::ErrorKind::NotFound);
     assert_eq!(world.read_current(Path::new("/db/lost")), None);
+    std::fs::create_dir_all(dir.join("old/empty")).expect("mkdir");
+    std::fs::write(dir.join("old/file"), b"x").expect("write");
+    let error = std::fs::remove_dir(dir.join("old")).expect_err("not empty");
+    assert_eq!(error.raw_os_error(), Some(libc::ENOTEMPTY));
+    std::fs::remove_dir_all(dir.join("old")).expect("remove_dir_all: unlinkat, rmdir");
+    assert_eq!(world.lookup_current(Path::new("/db/old")), None, "gone from the world");
+    assert!(!dir.join("old").exists());
     let calls = entered.stats().calls;
-    for kind in ["open64", "write", "fsync", "rename", "opendir", "readdir64", "unlink", "statx", "mkdir"] {
+    for kind in ["open64", "write", "fsync", "rename", "opendir", "readdir64", "unlink", "unlinkat", "statx", "mkdir"] {
         assert!(calls.get(kind).copied().unwrap_or(0) > 0, "{kind} counted: {calls:?}");
     }
 }
