@@ -187,6 +187,14 @@ fn c_library_calls_beyond_std_truncate_advise_and_chown_in_the_world() {
     let path = std::ffi::CString::new(entered.dir().join("db").into_os_string().into_encoded_bytes()).expect("path");
     // SAFETY: a NUL-terminated path.
     assert_eq!(unsafe { libc::truncate(path.as_ptr(), 4) }, 0);
+    let fresh =
+        std::ffi::CString::new(entered.dir().join("fresh").into_os_string().into_encoded_bytes()).expect("path");
+    // SAFETY: a NUL-terminated path; the descriptor is closed at once.
+    let created = unsafe { libc::creat(fresh.as_ptr(), 0o644) };
+    assert!(created >= interpose::FD_BASE, "creat made a world file: {created}");
+    // SAFETY: the descriptor just made.
+    assert_eq!(unsafe { libc::close(created) }, 0);
+    assert_eq!(world.read_current(Path::new("/fresh")).as_deref(), Some(&b""[..]));
     assert_eq!(world.read_current(Path::new("/db")).as_deref(), Some(&b"0123"[..]), "truncated in the world");
     let file = std::fs::File::open(entered.dir().join("db")).expect("open");
     let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
