@@ -58,7 +58,7 @@ pub use real::{CHILD_POLL_INTERVAL, ChildOutput, IDLE_WORKERS_MAX, RealEnv, Temp
 #[cfg(feature = "sim")]
 pub use sim::{
     CrashImage, CrashShape, DiskModel, ExplicitFault, FaultConfig, FaultKeying, FaultKind, FaultRecord, FileReport,
-    Persistence, SimEnv, WorkBudgetExceeded,
+    NodeInfo, Persistence, SimEnv, WeakSimEnv, WorkBudgetExceeded,
 };
 pub use task::{Task, TaskHandle, TaskStep};
 

@@ -106,7 +106,17 @@ impl RawThread {
 /// Start an OS thread named `name` running `body` (what [`Env::spawn_thread`] does on `RealEnv`).
 pub(crate) fn start_os_thread(name: &str, body: Box<dyn FnOnce() + Send + 'static>) -> std::thread::JoinHandle<()> {
     let builder = std::thread::Builder::new().name(name.to_string());
-    builder.spawn(body).unwrap_or_else(|error| panic!("the OS refused to start thread '{name}': {error}"))
+    let spawned = {
+        #[cfg(feature = "sim")]
+        {
+            crate::sim::threads::internal(|| builder.spawn(body))
+        }
+        #[cfg(not(feature = "sim"))]
+        {
+            builder.spawn(body)
+        }
+    };
+    spawned.unwrap_or_else(|error| panic!("the OS refused to start thread '{name}': {error}"))
 }
 
 /// Own a thread: [`JoinHandle::join`] waits for it and returns its result.

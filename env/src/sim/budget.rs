@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::SimEnv;
 use super::driver::{lock_owned, raise_refusal};
-use super::threads::{MAIN_THREAD, index_in};
+use super::threads::{MAIN_THREAD, index_in, internal};
 use super::world::World;
 
 /// The panic payload of a call that passed the world's work limit. The world is halted from then on (every IO
@@ -53,7 +53,7 @@ pub(super) fn lock_charged<'a>(world: &'a Arc<Mutex<World>>, units: u64, call: &
         // assert_owner admitted the world's own threads and its owner, the main thread.
         let me = index_in(&sched).unwrap_or(MAIN_THREAD);
         sched.yield_now(me);
-        guard = world.lock().expect("SimEnv world poisoned by an earlier panic");
+        guard = internal(|| world.lock()).expect("SimEnv world poisoned by an earlier panic");
     }
     let mut guard = raise_refusal(guard);
     if let Some(exceeded) = guard.charge(units, call) {

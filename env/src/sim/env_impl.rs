@@ -31,7 +31,8 @@ impl fmt::Debug for SimLock {
 
 impl Drop for SimLock {
     fn drop(&mut self) {
-        let mut world = self.world.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut world =
+            super::threads::internal(|| self.world.lock()).unwrap_or_else(std::sync::PoisonError::into_inner);
         if world.epoch == self.epoch {
             world.locks.remove(&self.path);
         }
@@ -49,15 +50,15 @@ impl Env for SimEnv {
         let value = keyed(&[world.seed, tag::CLOCK, read]);
         if chance_ppm(world.config.clock_jump_ppm, value) {
             let jump = 1 + (value >> 20) % world.config.clock_jump_nanos_max.max(1);
-            world.clock_nanos = world.clock_nanos.saturating_add(jump);
+            world.advance_clock_nanos(jump);
             world.log_fault(FaultKind::ClockJump, Path::new("<clock>"), 0);
         }
-        Duration::from_nanos(world.clock_nanos)
+        Duration::from_nanos(world.clock_nanos())
     }
 
     fn sleep(&self, duration: Duration) {
-        let mut world = self.lock_call("sleep");
-        world.clock_nanos = world.clock_nanos.saturating_add(super::duration_nanos(duration));
+        let world = self.lock_call("sleep");
+        world.advance_clock_nanos(super::duration_nanos(duration));
     }
 
     fn random_u64(&self) -> u64 {

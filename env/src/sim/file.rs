@@ -31,7 +31,8 @@ impl fmt::Debug for SimFile {
 
 impl Drop for SimFile {
     fn drop(&mut self) {
-        let mut world = self.world.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut world =
+            super::threads::internal(|| self.world.lock()).unwrap_or_else(std::sync::PoisonError::into_inner);
         if world.epoch == self.epoch
             && let Some(mut inode) = world.disk.inode_mut(self.inode)
         {

@@ -20,6 +20,8 @@ mod env_impl;
 mod faults;
 mod file;
 mod image;
+#[doc(hidden)]
+pub mod foreign;
 mod names;
 mod operator;
 mod paged;
@@ -35,7 +37,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 pub use self::budget::WorkBudgetExceeded;
@@ -73,6 +75,34 @@ pub struct FileReport {
     pub pending_operations: usize,
 }
 
+/// A handle to a simulated world that does not keep it alive ([`SimEnv::downgrade`]): for a registry of worlds
+/// that must not outlive them (the interposition layer's bindings, ADR-0163).
+#[derive(Clone)]
+pub struct WeakSimEnv {
+    world: Weak<Mutex<World>>,
+    fault_total: Arc<AtomicU64>,
+}
+
+impl fmt::Debug for WeakSimEnv {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WeakSimEnv").field("alive", &(self.world.strong_count() > 0)).finish_non_exhaustive()
+    }
+}
+
+impl WeakSimEnv {
+    /// The world, while any `SimEnv` handle to it (or an open `SimFile` of it) lives.
+    pub fn upgrade(&self) -> Option<SimEnv> {
+        Some(SimEnv { world: self.world.upgrade()?, fault_total: Arc::clone(&self.fault_total) })
+    }
+}
+
+/// What a path names in a simulated world's current namespace ([`SimEnv::lookup_current`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeInfo {
+    Dir,
+    File { len_bytes: u64 },
+}
+
 /// A handle to one simulated world. See the module docs.
 #[derive(Clone)]
 pub struct SimEnv {
@@ -83,7 +113,7 @@ pub struct SimEnv {
 
 impl fmt::Debug for SimEnv {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let world = self.world.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let world = threads::internal(|| self.world.lock()).unwrap_or_else(std::sync::PoisonError::into_inner);
         f.debug_struct("SimEnv").field("seed", &world.seed).field("epoch", &world.epoch).finish_non_exhaustive()
     }
 }
@@ -108,6 +138,17 @@ impl SimEnv {
         world.disk.model = model;
         let fault_total = Arc::clone(&world.fault_total);
         Self { world: Arc::new(Mutex::new(world)), fault_total }
+    }
+
+    /// True when `self` and `other` are handles to the same world (clones of one `SimEnv`). Reads no state.
+    pub fn same_world(&self, other: &SimEnv) -> bool {
+        Arc::ptr_eq(&self.world, &other.world)
+    }
+
+    /// A handle that does not keep the world alive: [`WeakSimEnv::upgrade`] gives this `SimEnv` back while any
+    /// other handle lives. Reads no state.
+    pub fn downgrade(&self) -> WeakSimEnv {
+        WeakSimEnv { world: Arc::downgrade(&self.world), fault_total: Arc::clone(&self.fault_total) }
     }
 
     /// Keep a [`CrashImage`] of the disk after each crash (the last one only), for `--export-image`.
@@ -321,6 +362,18 @@ impl SimEnv {
             .collect()
     }
 
+    /// What `path` names in the current namespace (None: nothing), for the interposition layer's `stat` and
+    /// directory entry types (ADR-0163). Introspection: no yield point, no IO counted, nothing drawn.
+    pub fn lookup_current(&self, path: &Path) -> Option<NodeInfo> {
+        let world = self.lock_world();
+        match world.disk.lookup(path)? {
+            Node::Dir => Some(NodeInfo::Dir),
+            Node::File(id) => Some(NodeInfo::File {
+                len_bytes: world.disk.inode(id).expect("a named inode exists").current.len() as u64,
+            }),
+        }
+    }
+
     /// The bytes a read of `path` sees now (None if there is no such file).
     pub fn read_current(&self, path: &Path) -> Option<Vec<u8>> {
         let world = self.lock_world();
@@ -363,10 +416,37 @@ impl SimEnv {
         hasher.finish()
     }
 
+    /// Remove the empty directory `path` (`rmdir`), for the interposition layer (ADR-0163): a counted call and a
+    /// namespace operation of the parent, as [`Env::remove_file`] is, durable once the parent is synced. A missing
+    /// path is [`crate::Error::NotFound`]; a file, the root or a directory with entries is
+    /// [`crate::Error::InvalidInput`].
+    pub fn remove_dir(&self, path: &Path) -> crate::Result<()> {
+        let mut world = self.lock_call("remove_dir");
+        world.begin_io(Op::Remove, path, None)?;
+        let invalid =
+            |message: &str| crate::Error::InvalidInput { op: Op::Remove, path: path.into(), message: message.into() };
+        if names::is_root(path) {
+            return Err(invalid("the root cannot be removed"));
+        }
+        match world.disk.find(path) {
+            (Some(id), Some(Node::Dir)) => {
+                if world.disk.current_dir(path).is_some_and(|dir| !world.disk.list(dir).is_empty()) {
+                    return Err(invalid("directory not empty"));
+                }
+                let (path_id, key) = world.meta_key(path);
+                debug_assert_eq!(path_id, id, "one interned id per path");
+                world.metadata_fault(Op::Remove, path, key)?;
+                world.disk.remove_dir(path_id, key);
+                Ok(())
+            }
+            (_, Some(Node::File(_))) => Err(invalid("not a directory")),
+            _ => Err(crate::Error::NotFound { op: Op::Remove, path: path.into() }),
+        }
+    }
+
     /// Advance the virtual clock.
     pub fn advance_clock(&self, duration: Duration) {
-        let mut world = self.lock_world();
-        world.clock_nanos = world.clock_nanos.saturating_add(duration_nanos(duration));
+        self.lock_world().advance_clock_nanos(duration_nanos(duration));
     }
 }
 

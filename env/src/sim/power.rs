@@ -70,6 +70,6 @@ impl SimEnv {
     /// The thread the world refused (a thread it did not start that called into it), and why, if any: the run's
     /// failure (ADR-0169). Reads the world even when poisoned.
     pub fn refused_thread(&self) -> Option<crate::thread::ThreadFailure> {
-        self.world.lock().unwrap_or_else(PoisonError::into_inner).refused.clone()
+        super::threads::internal(|| self.world.lock()).unwrap_or_else(PoisonError::into_inner).refused.clone()
     }
 }

@@ -36,7 +36,9 @@ const SYNC_KEY_OFFSET: u64 = u64::MAX;
 pub(super) struct World {
     pub(super) seed: u64,
     owner: Option<ThreadId>,
-    pub(super) clock_nanos: u64,
+    /// The virtual clock in nanoseconds: written under the world's lock, and by the world's scheduler when every
+    /// thread waits for a deadline (ADR-0166), which reads it without the lock.
+    pub(super) clock: Arc<AtomicU64>,
     pub(super) clock_reads: u64,
     pub(super) engine_rng: DeterministicRng,
     pub(super) scheduler_rng: DeterministicRng,
@@ -170,7 +172,7 @@ impl World {
         Self {
             seed,
             owner: None,
-            clock_nanos: 0,
+            clock: Arc::new(AtomicU64::new(0)),
             clock_reads: 0,
             engine_rng: DeterministicRng::stream(seed, "engine"),
             scheduler_rng: DeterministicRng::stream(seed, "scheduler"),
@@ -232,6 +234,17 @@ impl World {
                 Err(ThreadFailure::Panicked { thread, message })
             }
         }
+    }
+
+    /// The virtual clock, in nanoseconds.
+    pub(super) fn clock_nanos(&self) -> u64 {
+        self.clock.load(Ordering::Acquire)
+    }
+
+    /// Let `nanos` pass on the virtual clock (saturating).
+    pub(super) fn advance_clock_nanos(&self, nanos: u64) {
+        let add = |now: u64| Some(now.saturating_add(nanos));
+        let _ = self.clock.fetch_update(Ordering::AcqRel, Ordering::Acquire, add);
     }
 
     pub(super) fn log_fault(&mut self, kind: FaultKind, file: &Path, offset: u64) {
@@ -438,7 +451,7 @@ impl World {
         if self.fires(FaultKind::Latency, path_hash, op_index) {
             let max = self.config.latency_nanos_max.max(1);
             let nanos = 1 + detail(self.seed, FaultKind::Latency, path_hash, op_index) % max;
-            self.clock_nanos = self.clock_nanos.saturating_add(nanos);
+            self.advance_clock_nanos(nanos);
             self.log_fault(FaultKind::Latency, path, 0);
         }
     }

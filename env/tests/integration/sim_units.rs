@@ -607,3 +607,56 @@ fn every_handle_reads_the_fault_total_as_each_fault_fires() {
     assert_eq!(observer.fault_total(), env.fault_counts().values().sum::<u64>());
     assert_eq!(other.fault_total(), 0, "worlds count apart");
 }
+
+#[test]
+fn lookup_current_names_files_and_directories_and_same_world_compares_handles() {
+    let env = SimEnv::new(5);
+    env.create_dir_all(Path::new("/d")).expect("mkdir");
+    let file = env.open(Path::new("/d/f"), OpenOptions::create_new()).expect("create");
+    file.write_all_at(0, b"12345").expect("write");
+    assert_eq!(env.lookup_current(Path::new("/d")), Some(env::NodeInfo::Dir));
+    assert_eq!(env.lookup_current(Path::new("/")), Some(env::NodeInfo::Dir), "the root");
+    assert_eq!(env.lookup_current(Path::new("/d/f")), Some(env::NodeInfo::File { len_bytes: 5 }));
+    assert_eq!(env.lookup_current(Path::new("/d/missing")), None);
+    let work = env.work_done();
+    let _ = env.lookup_current(Path::new("/d/f"));
+    assert_eq!(env.work_done(), work, "introspection: no counted call");
+    assert!(env.same_world(&env.clone()), "a clone is the same world");
+    assert!(!env.same_world(&SimEnv::new(5)), "another world of the same seed is not");
+    let weak = env.downgrade();
+    assert!(weak.upgrade().is_some_and(|back| back.same_world(&env)), "upgrades while a handle lives");
+    drop((env, file));
+    assert!(weak.upgrade().is_none(), "and not after the last handle (and file) is gone");
+}
+
+#[test]
+fn remove_dir_removes_an_empty_directory_durably_once_its_parent_is_synced() {
+    let strict = FaultConfig { crash_write_kept_ppm: 0, crash_metadata_kept_ppm: 0, ..FaultConfig::none() };
+    let env = SimEnv::with_faults(6, strict);
+    env.create_dir_all(Path::new("/a/gone")).expect("mkdir");
+    env.create_dir_all(Path::new("/a/kept")).expect("mkdir");
+    env.open(Path::new("/a/kept/f"), OpenOptions::create_new()).expect("create");
+    env.sync_dir(Path::new("/")).expect("sync /");
+    env.sync_dir(Path::new("/a")).expect("sync /a");
+    env.sync_dir(Path::new("/a/kept")).expect("sync /a/kept");
+
+    let not_empty = env.remove_dir(Path::new("/a/kept")).expect_err("has a file");
+    assert!(
+        matches!(not_empty, Error::InvalidInput { ref message, .. } if message == "directory not empty"),
+        "{not_empty}"
+    );
+    assert!(matches!(env.remove_dir(Path::new("/a/kept/f")), Err(Error::InvalidInput { .. })), "a file");
+    assert!(matches!(env.remove_dir(Path::new("/a/none")), Err(Error::NotFound { .. })));
+    assert!(matches!(env.remove_dir(Path::new("/")), Err(Error::InvalidInput { .. })), "the root");
+
+    env.remove_dir(Path::new("/a/gone")).expect("rmdir");
+    assert_eq!(env.lookup_current(Path::new("/a/gone")), None, "gone now");
+    env.crash();
+    assert_eq!(env.lookup_current(Path::new("/a/gone")), Some(env::NodeInfo::Dir), "back: its parent was not synced");
+    env.remove_dir(Path::new("/a/gone")).expect("rmdir again");
+    env.sync_dir(Path::new("/a")).expect("sync /a");
+    env.crash();
+    assert_eq!(env.lookup_current(Path::new("/a/gone")), None, "durably gone");
+    env.create_dir_all(Path::new("/a/gone")).expect("the name is free again");
+    assert_eq!(env.lookup_current(Path::new("/a/kept/f")), Some(env::NodeInfo::File { len_bytes: 0 }), "others kept");
+}
