@@ -303,6 +303,8 @@ impl Disk {
             self.commit_journal();
             return;
         }
+        // Where `ext4-ordered`'s journal would be now: only the crash classifier reads it (ADR-0173).
+        self.journal_floor = self.next_seq;
         if let Some(sequence) = self.pending_by_dir.remove(&dir) {
             for number in sequence {
                 let pending = self.pending_meta.remove(&number).expect("a directory's pending operation exists");
@@ -316,11 +318,10 @@ impl Disk {
 
     /// `ext4-ordered`: a sync of file `id` commits the journal when the file changed size or was created since
     /// the last commit (ext4's `fdatasync` waits for the transaction that last changed the inode's size or
-    /// allocation, and a commit takes every metadata change made so far). Other models: nothing.
+    /// allocation, and a commit takes every metadata change made so far).
+    /// Under the other models only the journal's floor moves, for the crash classifier (ADR-0173): without it, a
+    /// posix or page run's image would be judged against a journal that never committed.
     pub(crate) fn file_synced(&mut self, id: InodeId) {
-        if !self.model.persistence.is_journaled() {
-            return;
-        }
         let Some(inode) = self.inodes.get(&id) else { return };
         let mut len = inode.durable.len() as u64;
         let mut resized = false;
@@ -332,8 +333,13 @@ impl Disk {
             resized |= after != len;
             len = after;
         }
-        if resized || inode.created_seq >= self.journal_floor {
+        if !(resized || inode.created_seq >= self.journal_floor) {
+            return;
+        }
+        if self.model.persistence.is_journaled() {
             self.commit_journal();
+        } else {
+            self.journal_floor = self.next_seq;
         }
     }
 
