@@ -1,4 +1,4 @@
-//! File entry points: `open` and friends, `read`/`write` (positional and vectored), `lseek`, `fsync`,
+//! File entry points: `open` and friends (`openat`, `creat`, the fortified `__open_2`), `read`/`write` (positional and vectored), `lseek`, `fsync`,
 //! `fdatasync`, `ftruncate`, `fallocate`, `close`, `dup`, `fcntl`, `flock` (ADR-0162). Variadic C functions
 //! (`open`, `openat`, `fcntl`) are defined with their optional argument as one more integer parameter: on x86_64
 //! System V a variadic caller passes it in the next integer register, exactly as for a fixed parameter (and the
@@ -66,6 +66,22 @@ pub unsafe extern "C" fn __open_2(path: *const c_char, flags: c_int) -> c_int {
 pub unsafe extern "C" fn __open64_2(path: *const c_char, flags: c_int) -> c_int {
     open_in_world("open64", None, path, flags)
         .unwrap_or_else(|| real!(__open64_2: unsafe extern "C" fn(*const c_char, c_int) -> c_int => (path, flags)))
+}
+
+type CreatFn = unsafe extern "C" fn(*const c_char, mode_t) -> c_int;
+
+/// `creat(2)`: `open` with `O_CREAT | O_WRONLY | O_TRUNC`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn creat(path: *const c_char, mode: mode_t) -> c_int {
+    open_in_world("creat", None, path, libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC)
+        .unwrap_or_else(|| real!(creat: CreatFn => (path, mode)))
+}
+
+/// `creat64(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn creat64(path: *const c_char, mode: mode_t) -> c_int {
+    open_in_world("creat64", None, path, libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC)
+        .unwrap_or_else(|| real!(creat64: CreatFn => (path, mode)))
 }
 
 /// `close(2)`. A simulated descriptor closed by a thread outside its world (a `File` dropped after its world's

@@ -9,7 +9,7 @@
 //! call fails with an error, the refusal is written to stderr and recorded, and the run fails when the world's
 //! guard drops ([`Entered`]).
 //!
-//! ```no_run
+//! ```
 //! let world = env::SimEnv::new(7);
 //! let entered = interpose::enter(&world);
 //! let path = entered.dir().join("log");
@@ -17,6 +17,10 @@
 //! std::fs::write(&path, b"put k v\n").unwrap(); // lands on the SimEnv's disk, not the host's
 //! assert_eq!(world.read_current(std::path::Path::new("/log")).as_deref(), Some(&b"put k v\n"[..]));
 //! ```
+//!
+//! Code that makes system calls itself (rustix's default `linux_raw` backend, which `tempfile` uses) is invisible
+//! here: on a world path such a call fails with `ENOENT`, since `/holdfast-world` does not exist on the host. Build
+//! with `RUSTFLAGS="--cfg rustix_use_libc"` to send rustix through the C library (ADR-0164).
 //!
 //! Platforms: Linux with glibc on x86_64 (ADR-0162). Modules: `world` (bindings and per-world state), `real` (the
 //! real C library through `dlsym(RTLD_NEXT)`), `fds` (simulated descriptors), and the entry points by area.
@@ -31,6 +35,7 @@ mod dirs;
 mod fds;
 mod files;
 pub mod futex;
+mod hints;
 mod machine;
 mod names;
 mod ops;

@@ -1,6 +1,6 @@
 //! Name entry points on world paths: `unlink`, `unlinkat`, `rename`, `renameat`, `renameat2`, `mkdir`, `mkdirat`,
 //! `rmdir`, `access`, `faccessat`, `realpath` (ADR-0162). What the world cannot simulate (renaming a directory or
-//! across directories, removing a directory) is refused, not approximated.
+//! across directories) is refused, not approximated.
 
 #![expect(unsafe_code, reason = "C entry points: C strings and out-buffers from the caller (ADR-0162)")]
 
@@ -28,23 +28,6 @@ fn one_path(
     }
 }
 
-fn refuse_rmdir(world: &World, kind: &'static str, path: &Path) -> Answer<()> {
-    match ops::node(world, path)? {
-        env::NodeInfo::Dir => {
-            world.refuse(
-                kind,
-                format!(
-                    "removing the world directory {} is not simulated (the world's disk model has no directory \
-                     removal); keep the directory, or add directory removal to env::SimEnv first",
-                    path.display()
-                ),
-            );
-            Err(libc::EPERM)
-        }
-        env::NodeInfo::File { .. } => Err(libc::ENOTDIR),
-    }
-}
-
 /// `unlink(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn unlink(path: *const c_char) -> c_int {
@@ -52,25 +35,21 @@ pub unsafe extern "C" fn unlink(path: *const c_char) -> c_int {
         .unwrap_or_else(|| real!(unlink: unsafe extern "C" fn(*const c_char) -> c_int => (path)))
 }
 
-/// `unlinkat(2)`: a file, or with `AT_REMOVEDIR` a directory (refused: see `rmdir`).
+/// `unlinkat(2)`: a file, or with `AT_REMOVEDIR` an empty directory.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn unlinkat(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
     let answer = |world: &World, world_path: &Path| {
-        if flags & libc::AT_REMOVEDIR != 0 {
-            refuse_rmdir(world, "unlinkat", world_path)
-        } else {
-            ops::unlink(world, world_path)
-        }
+        if flags & libc::AT_REMOVEDIR != 0 { ops::rmdir(world, world_path) } else { ops::unlink(world, world_path) }
     };
     one_path("unlinkat", Some(dirfd), path, answer).unwrap_or_else(
         || real!(unlinkat: unsafe extern "C" fn(c_int, *const c_char, c_int) -> c_int => (dirfd, path, flags)),
     )
 }
 
-/// `rmdir(2)`: refused on a world directory (the world's disk model has no directory removal).
+/// `rmdir(2)`: an empty world directory (its removal is durable once the parent is synced).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rmdir(path: *const c_char) -> c_int {
-    one_path("rmdir", None, path, |world, world_path| refuse_rmdir(world, "rmdir", world_path))
+    one_path("rmdir", None, path, ops::rmdir)
         .unwrap_or_else(|| real!(rmdir: unsafe extern "C" fn(*const c_char) -> c_int => (path)))
 }
 
@@ -267,4 +246,27 @@ pub unsafe extern "C" fn fchmod(fd: c_int, mode: mode_t) -> c_int {
         })),
         None => real!(fchmod: unsafe extern "C" fn(c_int, mode_t) -> c_int => (fd, mode)),
     }
+}
+
+type TruncateFn = unsafe extern "C" fn(*const c_char, libc::off64_t) -> c_int;
+
+fn truncate_path(world: &World, path: &Path, len: libc::off64_t) -> Answer<()> {
+    let fd = ops::open(world, path.to_path_buf(), libc::O_WRONLY)?;
+    let result = ops::set_len(world, fd, len);
+    ops::close(world, fd)?;
+    result
+}
+
+/// `truncate64(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn truncate64(path: *const c_char, len: libc::off64_t) -> c_int {
+    one_path("truncate64", None, path, |world, world_path| truncate_path(world, world_path, len))
+        .unwrap_or_else(|| real!(truncate64: TruncateFn => (path, len)))
+}
+
+/// `truncate(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn truncate(path: *const c_char, len: libc::off64_t) -> c_int {
+    one_path("truncate", None, path, |world, world_path| truncate_path(world, world_path, len))
+        .unwrap_or_else(|| real!(truncate: TruncateFn => (path, len)))
 }

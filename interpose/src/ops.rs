@@ -277,6 +277,22 @@ pub(crate) fn unlink(world: &World, path: &Path) -> Answer<()> {
     world.env().remove_file(path).map_err(io)
 }
 
+/// `rmdir(2)` of an empty world directory.
+pub(crate) fn rmdir(world: &World, path: &Path) -> Answer<()> {
+    match node(world, path)? {
+        NodeInfo::File { .. } => Err(libc::ENOTDIR),
+        NodeInfo::Dir if path.parent().is_none() => Err(libc::EBUSY),
+        NodeInfo::Dir => {
+            let mut empty = true;
+            world.env().visit_dir_names(path, &mut |_| empty = false).map_err(io)?;
+            if !empty {
+                return Err(libc::ENOTEMPTY);
+            }
+            world.env().remove_dir(path).map_err(io)
+        }
+    }
+}
+
 /// `rename(2)` of a file within one directory: what `Env::rename` simulates. `None` means the world cannot
 /// simulate it (a directory, or across directories): the caller refuses the call.
 pub(crate) fn rename(world: &World, from: &Path, to: &Path) -> Option<Answer<()>> {

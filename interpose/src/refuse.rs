@@ -9,7 +9,7 @@
 //!   regular files, `EPERM`).
 //! - `io_uring_setup`/`io_uring_enter`/`io_uring_register` through `syscall(2)` (see `crate::syscalls`): the ring's
 //!   IO would be the kernel's, on host descriptors.
-//! - host paths (`crate::route`), directory removal and renames the world cannot simulate (`crate::names`).
+//! - host paths (`crate::route`), and renames the world cannot simulate (`crate::names`).
 
 #![expect(unsafe_code, reason = "C entry points (ADR-0162)")]
 

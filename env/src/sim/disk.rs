@@ -246,6 +246,15 @@ impl Disk {
         self.push_meta(self.names.parent(path), MetaOp::Remove { path }, key);
     }
 
+    /// Remove the empty directory `path`: pending until its parent is synced. A crash that keeps the removal but
+    /// drops removals inside it loses what the directory durably still held (`prune_orphans`).
+    pub(crate) fn remove_dir(&mut self, path: PathId, key: u64) {
+        assert!(self.current.entries(Some(path)).next().is_none(), "remove_dir of a directory with entries");
+        let removed = self.unlink(false, path);
+        assert_eq!(removed, Some(Node::Dir), "remove_dir of a missing directory");
+        self.push_meta(self.names.parent(path), MetaOp::Remove { path }, key);
+    }
+
     pub(crate) fn rename(&mut self, from: PathId, to: PathId, key: u64) {
         let dir = self.names.parent(from);
         assert_eq!(dir, self.names.parent(to), "rename across directories");

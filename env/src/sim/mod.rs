@@ -396,6 +396,34 @@ impl SimEnv {
         hasher.finish()
     }
 
+    /// Remove the empty directory `path` (`rmdir`), for the interposition layer (ADR-0163): a counted call and a
+    /// namespace operation of the parent, as [`Env::remove_file`] is, durable once the parent is synced. A missing
+    /// path is [`crate::Error::NotFound`]; a file, the root or a directory with entries is
+    /// [`crate::Error::InvalidInput`].
+    pub fn remove_dir(&self, path: &Path) -> crate::Result<()> {
+        let mut world = self.lock_call("remove_dir");
+        world.begin_io(Op::Remove, path, None)?;
+        let invalid =
+            |message: &str| crate::Error::InvalidInput { op: Op::Remove, path: path.into(), message: message.into() };
+        if names::is_root(path) {
+            return Err(invalid("the root cannot be removed"));
+        }
+        match world.disk.find(path) {
+            (Some(id), Some(Node::Dir)) => {
+                if world.disk.current_dir(path).is_some_and(|dir| !world.disk.list(dir).is_empty()) {
+                    return Err(invalid("directory not empty"));
+                }
+                let (path_id, key) = world.meta_key(path);
+                debug_assert_eq!(path_id, id, "one interned id per path");
+                world.metadata_fault(Op::Remove, path, key)?;
+                world.disk.remove_dir(path_id, key);
+                Ok(())
+            }
+            (_, Some(Node::File(_))) => Err(invalid("not a directory")),
+            _ => Err(crate::Error::NotFound { op: Op::Remove, path: path.into() }),
+        }
+    }
+
     /// Advance the virtual clock.
     pub fn advance_clock(&self, duration: Duration) {
         self.lock_world().advance_clock_nanos(duration_nanos(duration));

@@ -628,3 +628,35 @@ fn lookup_current_names_files_and_directories_and_same_world_compares_handles() 
     drop((env, file));
     assert!(weak.upgrade().is_none(), "and not after the last handle (and file) is gone");
 }
+
+#[test]
+fn remove_dir_removes_an_empty_directory_durably_once_its_parent_is_synced() {
+    let strict = FaultConfig { crash_write_kept_ppm: 0, crash_metadata_kept_ppm: 0, ..FaultConfig::none() };
+    let env = SimEnv::with_faults(6, strict);
+    env.create_dir_all(Path::new("/a/gone")).expect("mkdir");
+    env.create_dir_all(Path::new("/a/kept")).expect("mkdir");
+    env.open(Path::new("/a/kept/f"), OpenOptions::create_new()).expect("create");
+    env.sync_dir(Path::new("/")).expect("sync /");
+    env.sync_dir(Path::new("/a")).expect("sync /a");
+    env.sync_dir(Path::new("/a/kept")).expect("sync /a/kept");
+
+    let not_empty = env.remove_dir(Path::new("/a/kept")).expect_err("has a file");
+    assert!(
+        matches!(not_empty, Error::InvalidInput { ref message, .. } if message == "directory not empty"),
+        "{not_empty}"
+    );
+    assert!(matches!(env.remove_dir(Path::new("/a/kept/f")), Err(Error::InvalidInput { .. })), "a file");
+    assert!(matches!(env.remove_dir(Path::new("/a/none")), Err(Error::NotFound { .. })));
+    assert!(matches!(env.remove_dir(Path::new("/")), Err(Error::InvalidInput { .. })), "the root");
+
+    env.remove_dir(Path::new("/a/gone")).expect("rmdir");
+    assert_eq!(env.lookup_current(Path::new("/a/gone")), None, "gone now");
+    env.crash();
+    assert_eq!(env.lookup_current(Path::new("/a/gone")), Some(env::NodeInfo::Dir), "back: its parent was not synced");
+    env.remove_dir(Path::new("/a/gone")).expect("rmdir again");
+    env.sync_dir(Path::new("/a")).expect("sync /a");
+    env.crash();
+    assert_eq!(env.lookup_current(Path::new("/a/gone")), None, "durably gone");
+    env.create_dir_all(Path::new("/a/gone")).expect("the name is free again");
+    assert_eq!(env.lookup_current(Path::new("/a/kept/f")), Some(env::NodeInfo::File { len_bytes: 0 }), "others kept");
+}

@@ -57,8 +57,15 @@ fn std_fs_writes_syncs_renames_lists_and_removes_on_the_worlds_disk() {
     let lost = std::fs::read(dir.join("lost")).expect_err("the unsynced file is gone");
     assert_eq!(lost.kind(), std::io::ErrorKind::NotFound);
     assert_eq!(world.read_current(Path::new("/db/lost")), None);
+    std::fs::create_dir_all(dir.join("old/empty")).expect("mkdir");
+    std::fs::write(dir.join("old/file"), b"x").expect("write");
+    let error = std::fs::remove_dir(dir.join("old")).expect_err("not empty");
+    assert_eq!(error.raw_os_error(), Some(libc::ENOTEMPTY));
+    std::fs::remove_dir_all(dir.join("old")).expect("remove_dir_all: unlinkat, rmdir");
+    assert_eq!(world.lookup_current(Path::new("/db/old")), None, "gone from the world");
+    assert!(!dir.join("old").exists());
     let calls = entered.stats().calls;
-    for kind in ["open64", "write", "fsync", "rename", "opendir", "readdir64", "unlink", "statx", "mkdir"] {
+    for kind in ["open64", "write", "fsync", "rename", "opendir", "readdir64", "unlink", "unlinkat", "statx", "mkdir"] {
         assert!(calls.get(kind).copied().unwrap_or(0) > 0, "{kind} counted: {calls:?}");
     }
 }
@@ -169,4 +176,33 @@ fn directory_entries_buffered_writes_copies_and_permissions_work_as_std_expects(
     );
     let modified = std::fs::metadata(entered.dir().join("a/log")).and_then(|m| m.modified()).expect("mtime");
     assert_eq!(modified.duration_since(std::time::UNIX_EPOCH).expect("after").as_secs(), interpose::REALTIME_BASE_SECS);
+}
+
+#[test]
+#[expect(unsafe_code, reason = "C calls SQLite's unix VFS and other C code make (truncate, fchown, posix_fadvise)")]
+fn c_library_calls_beyond_std_truncate_advise_and_chown_in_the_world() {
+    let world = SimEnv::new(25);
+    let entered = interpose::enter(&world);
+    std::fs::write(entered.dir().join("db"), b"0123456789").expect("write");
+    let path = std::ffi::CString::new(entered.dir().join("db").into_os_string().into_encoded_bytes()).expect("path");
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(unsafe { libc::truncate(path.as_ptr(), 4) }, 0);
+    let fresh =
+        std::ffi::CString::new(entered.dir().join("fresh").into_os_string().into_encoded_bytes()).expect("path");
+    // SAFETY: a NUL-terminated path; the descriptor is closed at once.
+    let created = unsafe { libc::creat(fresh.as_ptr(), 0o644) };
+    assert!(created >= interpose::FD_BASE, "creat made a world file: {created}");
+    // SAFETY: the descriptor just made.
+    assert_eq!(unsafe { libc::close(created) }, 0);
+    assert_eq!(world.read_current(Path::new("/fresh")).as_deref(), Some(&b""[..]));
+    assert_eq!(world.read_current(Path::new("/db")).as_deref(), Some(&b"0123"[..]), "truncated in the world");
+    let file = std::fs::File::open(entered.dir().join("db")).expect("open");
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
+    // SAFETY: advice and ownership on an open descriptor.
+    let (advice, chown) = unsafe { (libc::posix_fadvise(fd, 0, 0, libc::POSIX_FADV_DONTNEED), libc::fchown(fd, 0, 0)) };
+    assert_eq!((advice, chown), (0, 0));
+    // SAFETY: as above, on a number with no open description in this world.
+    assert_eq!(unsafe { libc::posix_fadvise(interpose::FD_BASE + 99, 0, 0, 0) }, libc::EBADF);
+    let calls = entered.stats().calls;
+    assert_eq!((calls.get("truncate"), calls.get("fchown")), (Some(&1), Some(&1)), "{calls:?}");
 }

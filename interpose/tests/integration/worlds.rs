@@ -59,3 +59,40 @@ fn two_worlds_on_two_threads_never_see_each_others_files() {
     assert_eq!(b.files, [PathBuf::from("/shared/file"), PathBuf::from("/shared/only-b")]);
     assert_ne!(a.digest, b.digest);
 }
+
+/// One workload through `std` on a fresh thread: its world's digest and the calls it counted.
+fn workload(seed: u64) -> (u64, std::collections::BTreeMap<&'static str, u64>, Vec<u8>) {
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let world =
+                    SimEnv::with_faults(seed, env::FaultConfig { short_write_ppm: 200_000, ..Default::default() });
+                let entered = interpose::enter(&world);
+                let dir = entered.dir().join("db");
+                std::fs::create_dir_all(&dir).expect("mkdir");
+                for index in 0..20u32 {
+                    let name = dir.join(format!("{index:03}"));
+                    std::fs::write(&name, index.to_le_bytes().repeat(100)).expect("write");
+                    if index % 3 == 0 {
+                        std::fs::remove_file(&name).expect("remove");
+                    }
+                }
+                let listing: Vec<u8> = std::fs::read_dir(&dir)
+                    .expect("read_dir")
+                    .flat_map(|entry| entry.expect("entry").file_name().into_encoded_bytes())
+                    .collect();
+                world.crash();
+                (world.disk_digest(), entered.stats().calls, listing)
+            })
+            .join()
+            .expect("the world thread")
+    })
+}
+
+#[test]
+fn the_same_seed_gives_the_same_disk_listing_and_call_counts() {
+    let first = workload(73);
+    assert_eq!(first, workload(73), "a run of a seed is a function of the seed");
+    assert!(first.1.get("write").copied().unwrap_or(0) >= 20, "short writes are retried by std: {:?}", first.1);
+    assert_ne!(first.0, workload(74).0, "another seed's crash keeps other bytes");
+}
