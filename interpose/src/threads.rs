@@ -135,7 +135,8 @@ pub unsafe extern "C" fn pthread_create(
     type Real =
         unsafe extern "C" fn(*mut libc::pthread_t, *const libc::pthread_attr_t, StartRoutine, *mut c_void) -> c_int;
     let call = if foreign::in_env_internals() { None } else { world::begin() };
-    let Some(call) = call.filter(|call| foreign::current().is_none_or(|m| !m.run_failed() && m.is_of(&call.world.env())))
+    let Some(call) =
+        call.filter(|call| foreign::current().is_none_or(|m| !m.run_failed() && m.is_of(&call.world.env())))
     else {
         return real!(pthread_create: Real => (thread, attr, routine, argument));
     };
