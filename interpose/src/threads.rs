@@ -11,9 +11,9 @@
 //! * A panic on such a thread (a `std::thread` whose closure panicked) is the run's failure, with the thread's
 //!   name and message: a panic hook installed with the first thread records it.
 //!
-//! Drive a program with threads through [`run`]: the program then runs on a thread of the world (started with
-//! `env::thread::spawn`), and the calling thread (the world's main thread) waits in `env`'s own join, where the
-//! run's failure (a deadlock, a panic on any thread) is raised as a panic the test or holdfast's runner reports.
+//! Drive a program with threads through [`run`]: the program then runs on a thread of the world, and the calling
+//! thread (the world's main thread) waits in the scheduler's join, in Rust, where the run's failure (a deadlock, a
+//! panic on any thread) is raised as a panic the test or holdfast's runner reports.
 //! A thread bound with [`crate::enter`] that starts threads itself becomes the world's main thread; a failure
 //! that reaches it while it is blocked inside a C call (a futex wait) cannot unwind through the C library, so
 //! it is written to stderr and the process aborts: loud, never a hang.
@@ -47,18 +47,41 @@ thread_local! {
 type StartRoutine = extern "C" fn(*mut c_void) -> *mut c_void;
 
 /// Run `program` on a new thread of `env`'s world bound to it (`interpose::enter`), and wait for it: its value.
-/// The calling thread is the world's main thread (or one of its threads) and waits in `env`'s join, so a deadlock
-/// among the program's threads or a panic on any of them is raised here as `env::thread::ThreadFailure` (holdfast
-/// reports it as `liveness.deadlock` or the thread's panic).
+/// The calling thread is the world's main thread (registering the program's thread makes it so on the world's
+/// first thread) or one of its threads, and waits in the scheduler's join, in Rust, so a deadlock among the
+/// program's threads or a panic on any of them is raised here as `env::thread::ThreadFailure` (holdfast reports it
+/// as `liveness.deadlock` or the thread's panic). The program's thread's slot is freed when it is joined, so a
+/// target may `run` each call of a long run.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the program's thread is an OS thread the world's scheduler runs (ADR-0165)"
+)]
 pub fn run<T: Send + 'static>(env: &SimEnv, name: &str, program: impl FnOnce() -> T + Send + 'static) -> T {
-    let world_env = env.clone();
-    let handle = env::thread::spawn(env, name, move || {
-        let entered = crate::enter(&world_env);
-        let value = program();
-        drop(entered);
-        value
-    });
-    handle.join().unwrap_or_else(|payload| resume_unwind(payload))
+    let member = foreign::register(env, name);
+    let index = member.index();
+    let result = Arc::new(Mutex::new(None));
+    let (slot, world_env) = (Arc::clone(&result), env.clone());
+    let body = move || {
+        foreign::run(member, move || {
+            let entered = crate::enter(&world_env);
+            let value = program();
+            drop(entered);
+            *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(value);
+        });
+    };
+    let started = {
+        // The thread is the world's already: its OS thread is not a `pthread_create` of the program's.
+        let _inside = Inside::enter();
+        std::thread::Builder::new().name(name.to_string()).spawn(body)
+    };
+    let os = started.unwrap_or_else(|error| panic!("interpose::threads::run: the OS refused a thread: {error}"));
+    let me = foreign::current().expect("registering made the caller a thread of the world");
+    me.join(index, "interpose::threads::run");
+    if let Err(payload) = os.join() {
+        resume_unwind(payload);
+    }
+    let value = result.lock().unwrap_or_else(PoisonError::into_inner).take();
+    value.unwrap_or_else(|| panic!("interpose::threads::run: '{name}' ended without a value"))
 }
 
 /// Run `f` (a scheduler operation of `member`) where a panic cannot unwind: its value, or `None` when the run
@@ -239,7 +262,7 @@ pub unsafe extern "C" fn pthread_join(thread: libc::pthread_t, result: *mut *mut
         if let Some(child) = child {
             sched.count("pthread_join");
             let me = &sched.member;
-            scheduled_call(me, || me.join(child.index()));
+            scheduled_call(me, || me.join(child.index(), "pthread_join"));
         }
     }
     real!(pthread_join: unsafe extern "C" fn(libc::pthread_t, *mut *mut c_void) -> c_int => (thread, result))

@@ -152,11 +152,11 @@ impl Member {
         self.sched.yield_now(self.index);
     }
 
-    /// Block until thread `index` of this world finished, then free its slot for a later thread.
+    /// Block until thread `index` of this world finished (a deadlock report names `operation`), then free its slot
+    /// for a later thread.
     #[track_caller]
-    pub fn join(&self, index: usize) {
-        let point =
-            BlockPoint { resource: Resource::Thread(index), operation: "pthread_join", location: Location::caller() };
+    pub fn join(&self, index: usize, operation: &'static str) {
+        let point = BlockPoint { resource: Resource::Thread(index), operation, location: Location::caller() };
         self.sched.yield_now(self.index);
         while !self.sched.finished(index) && !self.sched.aborted() {
             self.sched.block(self.index, point);

@@ -29,7 +29,7 @@ fn start(sim: &SimEnv, name: &str, body: impl FnOnce() + Send + 'static) -> (usi
 fn join_all(threads: Vec<(usize, std::thread::JoinHandle<bool>)>) {
     let main = current().expect("main");
     for (index, os) in threads {
-        main.join(index);
+        main.join(index, "pthread_join");
         assert!(os.join().expect("the OS thread ends"), "thread {index} ran");
     }
 }
@@ -80,7 +80,7 @@ fn an_untimed_block_with_nobody_runnable_is_a_deadlock_naming_the_operation() {
         unreachable!("nobody wakes it");
     });
     let main = current().expect("main");
-    let payload = catch_unwind(AssertUnwindSafe(|| main.join(index))).expect_err("a deadlock");
+    let payload = catch_unwind(AssertUnwindSafe(|| main.join(index, "pthread_join"))).expect_err("a deadlock");
     let failure = payload.downcast_ref::<ThreadFailure>().expect("a ThreadFailure payload").clone();
     let ThreadFailure::Deadlock { blocked } = failure else { panic!("not a deadlock: {failure}") };
     let operations: Vec<(&str, &str)> =
@@ -101,7 +101,7 @@ fn a_timed_block_with_nobody_runnable_moves_the_clock_to_its_deadline() {
         assert_eq!(wake, Wake::TimedOut);
         assert_eq!(now_nanos(&waiter_sim), deadline, "the clock jumped to the deadline, no further");
     });
-    current().expect("main").join(index);
+    current().expect("main").join(index, "pthread_join");
     assert!(os.join().expect("ends"));
     assert_eq!(sim.now(), Duration::from_millis(5));
 }
@@ -118,7 +118,7 @@ fn a_deadline_the_clock_passed_while_others_ran_wakes_the_thread() {
     let main = current().expect("main");
     sim.advance_clock(Duration::from_secs(2));
     main.yield_now();
-    main.join(index);
+    main.join(index, "pthread_join");
     assert!(os.join().expect("ends"));
     assert_eq!(sim.now(), Duration::from_secs(2), "no jump: the deadline had passed already");
 }
@@ -190,7 +190,8 @@ fn a_panic_on_a_foreign_thread_is_the_run_failure_with_its_name_and_message() {
         current().expect("member").rename("flusher");
         panic!("the flusher gave up");
     });
-    let payload = catch_unwind(AssertUnwindSafe(|| current().expect("main").join(index))).expect_err("failure");
+    let payload =
+        catch_unwind(AssertUnwindSafe(|| current().expect("main").join(index, "pthread_join"))).expect_err("failure");
     let failure = payload.downcast_ref::<ThreadFailure>().expect("a ThreadFailure payload");
     assert_eq!(*failure, ThreadFailure::Panicked { thread: "flusher".into(), message: "the flusher gave up".into() });
     assert!(os.join().expect("the panic was caught by run"));
@@ -210,7 +211,8 @@ fn a_failure_recorded_from_a_hook_reaches_the_main_thread() {
             assert!(current().is_none(), "left the world");
         })
     });
-    let payload = catch_unwind(AssertUnwindSafe(|| current().expect("main").join(index))).expect_err("failure");
+    let payload =
+        catch_unwind(AssertUnwindSafe(|| current().expect("main").join(index, "pthread_join"))).expect_err("failure");
     let failure = payload.downcast_ref::<ThreadFailure>().expect("a ThreadFailure payload");
     assert!(failure.to_string().contains("futex operation 5 refused"), "{failure}");
     assert!(os.join().expect("ends"));

@@ -16,7 +16,7 @@
 
 #[cfg(all(feature = "env-fs", feature = "interposed"))]
 compile_error!(
-    "std-kv: choose one route: `--features env-fs` (the default) or `--no-default-features --features interposed`"
+    "std-kv: choose one route: the default (`interposed`) or `--no-default-features --features env-fs`"
 );
 #[cfg(not(any(feature = "env-fs", feature = "interposed")))]
 compile_error!(

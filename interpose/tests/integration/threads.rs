@@ -139,7 +139,7 @@ fn a_thread_blocked_forever_on_a_mutex_a_condvar_or_recv_is_a_deadlock_naming_th
     for blocked in [held, waited, received] {
         assert!(blocked.contains(&("stuck".into(), FUTEX_WAIT_OPERATION)), "{blocked:?}");
         assert!(blocked.contains(&("program".into(), "pthread_join")), "{blocked:?}");
-        assert!(blocked.contains(&("main".into(), "JoinHandle::join")), "{blocked:?}");
+        assert!(blocked.contains(&("main".into(), "interpose::threads::run")), "{blocked:?}");
     }
 }
 
@@ -255,4 +255,13 @@ fn the_thread_driving_a_world_wakes_and_joins_its_workers_from_outside_the_progr
         worker.join().unwrap()
     });
     assert_eq!(sum, 3);
+}
+
+#[test]
+fn a_world_can_run_more_programs_than_it_has_thread_slots_one_after_another() {
+    let total = within_a_minute(|| {
+        let sim = SimEnv::new(14);
+        (0..env::sim::foreign::THREADS_MAX as u64 + 100).map(|call| run(&sim, "call", move || call % 3)).sum::<u64>()
+    });
+    assert_eq!(total, (0..1124u64).map(|call| call % 3).sum());
 }
