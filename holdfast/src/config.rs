@@ -181,9 +181,7 @@ impl FaultMenu {
     /// syncs a directory (ADR-0117): [`FaultMenu::crashes_only`] under the `ext4-ordered` persistence model, where
     /// a file's fsync commits the one metadata journal, and with it every create and rename before it (ext4 in
     /// its default `data=ordered` mode, ALICE Table 1). Under `posix`, the default, such a system loses names.
-    ///
-    /// It composes with no other model: `posix` and `page` keep a name only after a directory sync, so a run that
-    /// names one (`--persistence`, [`crate::RunOptions::persistence`]) is refused ([`FaultMenu::honours`]).
+    /// A run that names another model (`--persistence`) is refused ([`FaultMenu::honours`]).
     pub fn crashes_only_names_durable() -> Self {
         Self { persistence: Persistence::Ext4Ordered, ..Self::crashes_only() }
     }

@@ -73,7 +73,8 @@ impl Target for Foreign {
         self.ops += 1;
         if index == FOREIGN_OP_INDEX && self.poison {
             self.env.create_dir_all(Path::new("/d")).expect("mkdir");
-            let visited = self.env.visit_dir_names(Path::new("/"), &mut |_| panic!("a visitor panicked under the lock"));
+            let visited =
+                self.env.visit_dir_names(Path::new("/"), &mut |_| panic!("a visitor panicked under the lock"));
             return Ok(Observed::Op(u64::from(visited.is_ok())));
         }
         if index == FOREIGN_OP_INDEX {
