@@ -270,8 +270,8 @@ fn pin_crashes<S: Clone + PartialEq, C: Clone>(
                 _ => index as u64,
             },
         };
-        let first = recorded.iter().filter(|(step, _)| *step == step_of_crash);
-        let own = if site.is_none() { first.last() } else { first.into_iter().next() };
+        let mut at_step = recorded.iter().filter(|(step, _)| *step == step_of_crash);
+        let own = if site.is_none() { at_step.next_back() } else { at_step.next() };
         for shape in own.map(|(_, shape)| shape.clone()).into_iter().chain(keyed_crash_shapes()) {
             if reruns >= budget {
                 return (best, reruns);
