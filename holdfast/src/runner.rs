@@ -61,6 +61,9 @@ pub struct RunOptions {
     /// Classify every crash's image by the persistence models that admit it ([`Outcome::crash_classes`],
     /// ADR-0173). Changes no decision and no digest.
     pub classify_crashes: bool,
+    /// Record the shape of what each keyed crash kept ([`Outcome::recorded_crash_shapes`], ADR-0172): what the
+    /// shrinker pins. Changes no decision and no digest.
+    pub record_crash_shapes: bool,
 }
 
 impl RunOptions {
@@ -87,6 +90,7 @@ impl Default for RunOptions {
             sector_bytes: None,
             keep_crash_image: false,
             classify_crashes: false,
+            record_crash_shapes: false,
         }
     }
 }
@@ -165,6 +169,9 @@ pub struct Outcome<C, O> {
     /// For each crash of the run, the models that admit its image, weakest first, when
     /// [`RunOptions::classify_crashes`] asked (ADR-0173).
     pub crash_classes: Vec<Vec<env::Persistence>>,
+    /// For each keyed crash, the step it happened in and the shape of what it kept, when
+    /// [`RunOptions::record_crash_shapes`] asked (ADR-0172).
+    pub recorded_crash_shapes: Vec<(u64, env::CrashShape)>,
 }
 
 /// The outcome type of target `T`.
@@ -410,6 +417,7 @@ fn execute<T: Target>(
     env.set_buggify(schedule.world.buggify);
     env.keep_crash_images(options.keep_crash_image);
     env.classify_crashes(options.classify_crashes);
+    env.record_crash_shapes(options.record_crash_shapes);
     let mut run = Run::<T> { recorder: Recorder::new(seed, options), failure: None, panicked: false, steps_run: 0 };
     let steps_total = replay.map_or(options.steps, |steps| steps.len() as u64);
     let (world, config) = (schedule.world.clone(), schedule.config.clone());
@@ -559,6 +567,7 @@ fn outcome<T: Target>(run: Run<T>, schedule: ScheduleOf<T>, coverage: Coverage, 
         schedule,
         crash_image: if env.is_poisoned() { None } else { env.last_crash_image() },
         crash_classes: if env.is_poisoned() { Vec::new() } else { env.crash_classes() },
+        recorded_crash_shapes: if env.is_poisoned() { Vec::new() } else { env.recorded_crash_shapes() },
     }
 }
 

@@ -244,10 +244,11 @@ const PIN_BUDGET_DIVISOR: u64 = 8;
 
 /// Before shrinking (ADR-0172): give the newest crashes that keyed draws decided a shape that keeps the failure,
 /// so that removing unrelated steps keeps their images — the final power cut first when the failure came after
-/// it. Returns the candidate and the reruns spent (at most `budget`).
+/// it. Each is tried first with the shape its draws made (`recorded`: step, shape), then with
+/// [`keyed_crash_shapes`]. Returns the candidate and the reruns spent (at most `budget`).
 fn pin_crashes<S: Clone + PartialEq, C: Clone>(
     mut best: Candidate<Step<S>, (WorldConfig, C)>,
-    phase: &str,
+    (phase, recorded): (&str, &[(u64, CrashShape)]),
     fails: &mut impl FnMut(&Candidate<Step<S>, (WorldConfig, C)>) -> bool,
     budget: u64,
 ) -> (Candidate<Step<S>, (WorldConfig, C)>, u64) {
@@ -258,8 +259,20 @@ fn pin_crashes<S: Clone + PartialEq, C: Clone>(
     let final_first = (phase == "final_crash" && best.config.0.final_crash.is_none()).then_some(None);
     let sites: Vec<Option<usize>> = final_first.into_iter().chain(crash_steps.take(PIN_CRASHES_MAX)).collect();
     let mut reruns = 0;
+    let steps = best.steps.len() as u64;
     for site in sites {
-        for shape in keyed_crash_shapes() {
+        // The shape the original run's draws made at this crash first: a crash step's in its own step (an armed
+        // crash's in the next), the final power cut's after the last step.
+        let step_of_crash = match site {
+            None => steps,
+            Some(index) => match &best.steps[index] {
+                Step::World(WorldStep::CrashAtIo { .. }) => index as u64 + 1,
+                _ => index as u64,
+            },
+        };
+        let mut at_step = recorded.iter().filter(|(step, _)| *step == step_of_crash);
+        let own = if site.is_none() { at_step.next_back() } else { at_step.next() };
+        for shape in own.map(|(_, shape)| shape.clone()).into_iter().chain(keyed_crash_shapes()) {
             if reruns >= budget {
                 return (best, reruns);
             }
@@ -296,7 +309,7 @@ pub fn shrink_schedule<T: Target>(
     budget: u64,
 ) -> Result<Shrunk<T>, String> {
     let replay = replay_options(options);
-    let original = run_schedule::<T>(schedule, &replay);
+    let original = run_schedule::<T>(schedule, &RunOptions { record_crash_shapes: true, ..replay.clone() });
     let Some(signature) = original.failure.as_ref().map(crate::Failure::signature) else {
         return Err(format!(
             "the schedule (seed {}, {} steps) passes on replay: nothing to shrink",
@@ -321,7 +334,8 @@ pub fn shrink_schedule<T: Target>(
     };
     let phase = original.failure.as_ref().map(|failure| failure.phase.clone()).unwrap_or_default();
     let mut fails = fails;
-    let (initial, pinning_reruns) = pin_crashes(initial, &phase, &mut fails, budget / PIN_BUDGET_DIVISOR);
+    let recorded = &original.recorded_crash_shapes;
+    let (initial, pinning_reruns) = pin_crashes(initial, (&phase, recorded), &mut fails, budget / PIN_BUDGET_DIVISOR);
     let mut report = shrinker::shrink(&Simplifier::<T>(PhantomData), initial, fails, budget - pinning_reruns);
     report.reruns += pinning_reruns;
     let shrunk = candidate_schedule(&report.result);

@@ -299,6 +299,7 @@ pub fn stuck_outcome<T: Target>(failure: Failure, options: &RunOptions) -> Outco
         cpu_nanos: None,
         crash_image: None,
         crash_classes: Vec::new(),
+        recorded_crash_shapes: Vec::new(),
         schedule: Schedule::new(T::NAME, seed, world, config),
     }
 }

@@ -176,6 +176,17 @@ impl SimEnv {
         self.lock_world().crash_classes.clone()
     }
 
+    /// Record, for every later crash that keyed draws decide, the shape of what it kept (ADR-0172): what the
+    /// shrinker pins. Changes no decision and no digest.
+    pub fn record_crash_shapes(&self, on: bool) {
+        self.lock_world().record_shapes = on;
+    }
+
+    /// The shapes recorded so far, each with the step its crash happened in ([`SimEnv::set_step`]).
+    pub fn recorded_crash_shapes(&self) -> Vec<(u64, CrashShape)> {
+        self.lock_world().recorded_shapes.clone()
+    }
+
     /// The persistence model and sector size of this world.
     pub fn disk_model(&self) -> DiskModel {
         self.lock_world().disk.model.clone()

@@ -135,9 +135,8 @@ impl CrashShape {
         self
     }
 
-    /// Simpler shapes, simplest first (ADR-0172): every operation dropped or kept, fewer marks, then one kept
-    /// mark turned into a dropped one. Each is smaller in (marks, marks that differ from `older`), so repeated
-    /// simplification ends.
+    /// Simpler shapes, simplest first (ADR-0172): every unit dropped or kept, fewer marks, then one kept mark
+    /// turned into a dropped one. Each is smaller in [`CrashShape::size`], so repeated simplification ends.
     pub fn simpler(&self) -> Vec<CrashShape> {
         let this = self.clone().normalized();
         let mut out = vec![CrashShape::all(false), CrashShape::all(true)];
@@ -156,11 +155,18 @@ impl CrashShape {
         }
         let mut unique: Vec<CrashShape> = Vec::with_capacity(out.len());
         for shape in out {
-            if shape != this && !unique.contains(&shape) {
+            if shape.size() < this.size() && !unique.contains(&shape) {
                 unique.push(shape);
             }
         }
         unique
+    }
+
+    /// The order simplification descends (a normalized shape): marks, then marks that differ from `older`, then
+    /// `older` kept above dropped. Every shape [`CrashShape::simpler`] offers is smaller.
+    pub fn size(&self) -> (usize, usize, bool) {
+        let differ = self.newest.as_slice().iter().filter(|&&kept| kept != self.older.kept()).count();
+        (self.newest.len(), differ, self.older.kept())
     }
 
     /// The units the shape keeps among `pending` (every pending unit, `(seq, page)`, any order).
@@ -249,6 +255,98 @@ impl CrashDecisions for ShapedCrash {
     }
 }
 
+/// Keyed decisions, passed through, with the units they kept recorded: the shape that names (closely) the image
+/// the draws made, for the shrinker to pin (ADR-0172). Exact for whole writes and directory operations; a torn
+/// page counts as kept when any of its sectors is, and a file's size is the projection's, not the draw's.
+pub(crate) struct Recording<'a> {
+    inner: &'a mut dyn CrashDecisions,
+    kept: BTreeSet<(u64, u64)>,
+    page_bytes: u64,
+    sector_bytes: u64,
+}
+
+impl<'a> Recording<'a> {
+    pub(crate) fn new(inner: &'a mut dyn CrashDecisions, model: &DiskModel) -> Self {
+        Self { inner, kept: BTreeSet::new(), page_bytes: model.page_bytes, sector_bytes: model.sector_bytes }
+    }
+
+    /// The shape of what was kept among `pending` (every pending unit before the crash).
+    pub(crate) fn shape(&self, pending: &[(u64, u64)]) -> CrashShape {
+        let mut sorted = pending.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        let any_of = |seq: u64| self.kept.range((seq, 0)..=(seq, NO_PAGE)).next().is_some();
+        let marks: Vec<bool> = sorted
+            .iter()
+            .rev()
+            .take(CRASH_SHAPE_MARKS_MAX)
+            .map(|&(seq, page)| self.kept.contains(&(seq, page)) || (page == NO_PAGE && any_of(seq)))
+            .collect();
+        CrashShape { newest: Marks(marks), older: Fate::Dropped }.normalized()
+    }
+}
+
+impl CrashDecisions for Recording<'_> {
+    fn keep_meta(&mut self, key: u64, seq: u64) -> bool {
+        let kept = self.inner.keep_meta(key, seq);
+        if kept {
+            self.kept.insert((seq, NO_PAGE));
+        }
+        kept
+    }
+
+    fn write_fate(&mut self, key: u64, seq: u64, offset: u64, len: u64) -> WriteFate {
+        let fate = self.inner.write_fate(key, seq, offset, len);
+        if fate == WriteFate::Kept {
+            if len == 0 {
+                self.kept.insert((seq, NO_PAGE));
+            } else {
+                let last = (offset + len - 1) / self.page_bytes;
+                self.kept.extend((offset / self.page_bytes..=last).map(|page| (seq, page)));
+            }
+        }
+        fate
+    }
+
+    fn keep_sector(&mut self, key: u64, seq: u64, sector: u64) -> bool {
+        let kept = self.inner.keep_sector(key, seq, sector);
+        if kept {
+            self.kept.insert((seq, sector * self.sector_bytes / self.page_bytes));
+        }
+        kept
+    }
+
+    fn keep_set_len(&mut self, key: u64, seq: u64) -> bool {
+        let kept = self.inner.keep_set_len(key, seq);
+        if kept {
+            self.kept.insert((seq, NO_PAGE));
+        }
+        kept
+    }
+
+    fn garble_sector(&mut self, key: u64, sector: u64) -> Option<u64> {
+        self.inner.garble_sector(key, sector)
+    }
+
+    fn page_prefix(&mut self, key: u64, page: u64, min: u64, seqs: &[u64]) -> u64 {
+        let kept = self.inner.page_prefix(key, page, min, seqs);
+        let held = usize::try_from(kept).expect("fits");
+        self.kept.extend(seqs[..held].iter().map(|&seq| (seq, page)));
+        kept
+    }
+
+    fn size_prefix(&mut self, key: u64, seqs: &[u64]) -> u64 {
+        self.inner.size_prefix(key, seqs)
+    }
+
+    fn journal_prefix(&mut self, events: &[u64]) -> u64 {
+        let committed = self.inner.journal_prefix(events);
+        let held = usize::try_from(committed).expect("fits");
+        self.kept.extend(events[..held].iter().map(|&seq| (seq, NO_PAGE)));
+        committed
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -281,26 +379,20 @@ mod tests {
 
     #[test]
     fn simpler_shapes_are_smaller_and_end() {
-        let start = shape("kdkk", Fate::Dropped);
-        let size = |s: &CrashShape| {
-            let differ = s.newest.as_slice().iter().filter(|&&kept| kept != s.older.kept()).count();
-            (s.newest.len(), differ)
-        };
-        let mut frontier = vec![start];
-        for _ in 0..10 {
+        let mut frontier = vec![shape("kdkk", Fate::Dropped), shape("dkd", Fate::Kept)];
+        for _ in 0..12 {
             let mut next = Vec::new();
             for current in &frontier {
                 for simpler in current.simpler() {
-                    let smaller = size(&simpler) < size(current) || simpler.newest.is_empty();
-                    assert!(smaller, "{simpler} is not smaller than {current}");
-                    if !simpler.newest.is_empty() {
-                        next.push(simpler);
-                    }
+                    assert!(simpler.size() < current.size(), "{simpler} is not smaller than {current}");
+                    next.push(simpler);
                 }
             }
             frontier = next;
         }
         assert!(frontier.is_empty(), "simplification did not end");
+        assert_eq!(CrashShape::all(true).simpler(), vec![CrashShape::all(false)]);
+        assert!(CrashShape::all(false).simpler().is_empty(), "nothing kept is the simplest shape");
         assert_eq!(shape("kdd", Fate::Dropped).normalized(), shape("k", Fate::Dropped));
     }
 

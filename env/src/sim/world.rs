@@ -12,7 +12,7 @@ use super::faults::{FaultConfig, FaultKeying, FaultKind, FaultRecord, detail, fi
 use super::names::PathId;
 use super::persistence::CrashImage;
 use super::scheduler::TaskSlot;
-use super::shape::{CrashShape, ShapedCrash};
+use super::shape::{CrashShape, Recording, ShapedCrash};
 use super::threads::{Sched, index_in};
 use crate::random::{DeterministicRng, chance_ppm, hash_bytes, keyed};
 use crate::thread::ThreadFailure;
@@ -90,6 +90,9 @@ pub(super) struct World {
     /// Classify each crash's image by the models that admit it (ADR-0173), and the classes so far.
     pub(super) classify_crashes: bool,
     pub(super) crash_classes: Vec<Vec<super::persistence::Persistence>>,
+    /// Record, for each keyed crash, the shape of what it kept (ADR-0172), with the step it happened in.
+    pub(super) record_shapes: bool,
+    pub(super) recorded_shapes: Vec<(u64, CrashShape)>,
 }
 
 /// Keyed crash decisions: pure functions of (seed, crash number, the operation's stable key).
@@ -209,6 +212,8 @@ impl World {
             crash_shape: None,
             classify_crashes: false,
             crash_classes: Vec::new(),
+            record_shapes: false,
+            recorded_shapes: Vec::new(),
         }
     }
 
@@ -286,9 +291,19 @@ impl World {
         let config = self.config.clone();
         let files_before = if self.keep_crash_image { super::image::files_before(&self.disk) } else { Vec::new() };
         let before = self.classify_crashes.then(|| self.disk.before_crash());
+        let mut keyed = KeyedCrash { seed: self.seed, crash: self.crash_count, config: &config };
+        let model = self.disk.model.clone();
+        let shaped = self.crash_shape.is_some() || self.record_shapes;
+        let units = if shaped { self.disk.pending_units() } else { Vec::new() };
         let effects = match &self.crash_shape {
-            Some(shape) => self.disk.crash(&mut ShapedCrash::new(shape, &self.disk.pending_units(), &self.disk.model)),
-            None => self.disk.crash(&mut KeyedCrash { seed: self.seed, crash: self.crash_count, config: &config }),
+            Some(shape) => self.disk.crash(&mut ShapedCrash::new(shape, &units, &model)),
+            None if self.record_shapes && self.recorded_shapes.len() < super::CRASH_CLASSES_MAX => {
+                let mut recording = Recording::new(&mut keyed, &model);
+                let effects = self.disk.crash(&mut recording);
+                self.recorded_shapes.push((self.step, recording.shape(&units)));
+                effects
+            }
+            None => self.disk.crash(&mut keyed),
         };
         if let Some(before) = before.filter(|_| self.crash_classes.len() < super::CRASH_CLASSES_MAX) {
             self.crash_classes.push(super::admits::admitted(before, &self.disk, &effects));

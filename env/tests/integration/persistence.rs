@@ -424,3 +424,31 @@ fn a_crash_shape_projects_onto_each_model() {
     assert_eq!((files[0][0], files[0].len()), (2, 5000), "posix: the append dropped whole");
     assert_eq!(admitted, Persistence::ALL, "the old size with the header: every model's image");
 }
+
+/// A posix run's image is judged against the journal `ext4-ordered` would have kept (ADR-0173, ADR-0176): a new
+/// file's `fsync` commits that journal, with every directory operation before it, so an image that lost the
+/// directory the file was created in is `posix`-only or `page`, never `ext4-ordered`. fjall's keyspace directory
+/// (examples/fjall-sim) was wrongly classified "can happen on ext4-ordered" before the floor moved under posix.
+#[test]
+fn an_image_that_lost_a_directory_a_synced_new_file_needed_is_not_ext4_ordered() {
+    let mut dropped = 0;
+    for seed in 0..64 {
+        let env = world(seed, Persistence::Posix);
+        env.create_dir_all(Path::new("/db/ks")).expect("mkdir");
+        let file = env.open(Path::new("/db/ks/journal"), OpenOptions::create_truncate()).expect("create");
+        file.write_all_at(0, b"acknowledged").expect("write");
+        file.sync().expect("fsync of a file created since the last commit");
+        drop(file);
+        env.classify_crashes(true);
+        env.crash();
+        let classes = env.crash_classes();
+        assert_eq!(classes.len(), 1, "one crash, one class");
+        if env.read_current(Path::new("/db/ks/journal")).is_none() {
+            dropped += 1;
+            assert!(!classes[0].contains(&Persistence::Ext4Ordered), "seed {seed}: {:?}", classes[0]);
+        } else {
+            assert!(classes[0].contains(&Persistence::Ext4Ordered), "seed {seed}: a kept image: {:?}", classes[0]);
+        }
+    }
+    assert!(dropped > 0, "no seed of 64 dropped the new directories");
+}

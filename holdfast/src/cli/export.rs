@@ -187,6 +187,7 @@ mod tests {
             schedule: Schedule::<(), ()>::new("toy", seed, world, ()),
             crash_image: Some(image),
             crash_classes: Vec::new(),
+            recorded_crash_shapes: Vec::new(),
         };
         describe(&outcome, outcome.crash_image.as_ref().expect("an image"))
     }
