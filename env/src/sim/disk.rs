@@ -425,21 +425,10 @@ impl Disk {
         super::admits::BeforeCrash { page_bytes: self.model.page_bytes, floor: self.journal_floor, meta, files }
     }
 
-    /// Every pending unit, unordered: what a crash shape counts back through (ADR-0172). A write is one unit per
-    /// page it touches, `(seq, page)`; a `set_len` or a directory operation is one, `(seq, NO_PAGE)`.
+    /// Every pending unit, unordered: what a crash shape counts back through ([`super::shape::units`], ADR-0172).
     pub(crate) fn pending_units(&self) -> Vec<(u64, u64)> {
-        let page_bytes = self.model.page_bytes;
-        let mut units: Vec<(u64, u64)> = self.pending_meta.keys().map(|&seq| (seq, super::shape::NO_PAGE)).collect();
-        for op in self.inodes.values().flat_map(|inode| inode.pending.iter()) {
-            match *op {
-                PendingData::Write { offset, ref data, seq, .. } if !data.is_empty() => {
-                    let last = (offset + data.len() as u64 - 1) / page_bytes;
-                    units.extend((offset / page_bytes..=last).map(|page| (seq, page)));
-                }
-                _ => units.push((op.seq(), super::shape::NO_PAGE)),
-            }
-        }
-        units
+        let ops = self.inodes.values().flat_map(|inode| inode.pending.iter());
+        super::shape::units(self.pending_meta.keys().copied(), ops, self.model.page_bytes)
     }
 
     /// `ext4-ordered`: the journal's cut point, a sequence number: events below it persist, the rest are lost.

@@ -21,7 +21,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::disk::{CrashDecisions, WriteFate};
+use super::disk::{CrashDecisions, PendingData, WriteFate};
 use super::persistence::DiskModel;
 
 /// The page of a unit that is no page of a write: a `set_len` or a directory operation.
@@ -183,6 +183,26 @@ impl CrashShape {
         }
         kept
     }
+}
+
+/// The pending units of directory operations `meta` and data operations `ops` (their sequence numbers): a write
+/// is one unit per page it touches, `(seq, page)`; a `set_len` or a directory operation is one, `(seq, NO_PAGE)`.
+pub(crate) fn units<'a>(
+    meta: impl Iterator<Item = u64>,
+    ops: impl Iterator<Item = &'a PendingData>,
+    page_bytes: u64,
+) -> Vec<(u64, u64)> {
+    let mut units: Vec<(u64, u64)> = meta.map(|seq| (seq, NO_PAGE)).collect();
+    for op in ops {
+        match *op {
+            PendingData::Write { offset, ref data, seq, .. } if !data.is_empty() => {
+                let last = (offset + data.len() as u64 - 1) / page_bytes;
+                units.extend((offset / page_bytes..=last).map(|page| (seq, page)));
+            }
+            _ => units.push((op.seq(), NO_PAGE)),
+        }
+    }
+    units
 }
 
 /// Crash decisions from a shape: the set of kept sequence numbers, projected per model (module docs).
