@@ -24,8 +24,7 @@ thread_local! {
 /// Lock `world` for the calling thread: claims it for a thread that is the first to call, and refuses a thread
 /// that may not drive it (recorded in the world, then a panic after the lock is released: the world stays usable).
 pub(super) fn lock_owned(world: &Arc<Mutex<World>>) -> MutexGuard<'_, World> {
-    let mut guard =
-        super::threads::internal(|| world.lock()).expect("SimEnv world poisoned by an earlier panic");
+    let mut guard = super::threads::internal(|| world.lock()).expect("SimEnv world poisoned by an earlier panic");
     match guard.check_owner() {
         Ok(false) => guard,
         Ok(true) => {

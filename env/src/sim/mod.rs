@@ -19,9 +19,9 @@ pub(crate) mod driver;
 mod env_impl;
 mod faults;
 mod file;
-mod image;
 #[doc(hidden)]
 pub mod foreign;
+mod image;
 mod names;
 mod operator;
 mod paged;

@@ -451,6 +451,8 @@ fn an_image_that_lost_a_directory_a_synced_new_file_needed_is_not_ext4_ordered()
         }
     }
     assert!(dropped > 0, "no seed of 64 dropped the new directories");
+}
+
 /// The shape a keyed crash records (what the shrinker pins first, ADR-0172) reproduces its image under `page`
 /// when no operation changes a file's size (the shape leaves sizes to its projection): the same bytes, seed
 /// after seed.
