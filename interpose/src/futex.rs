@@ -1,6 +1,6 @@
 //! The futex system call that `std::sync` (`Mutex`, `Condvar`, `RwLock`, `Once`), `std::thread::park` (and so
 //! `mpsc`) and `parking_lot` block on, as the world's scheduler's blocking points (ADR-0165). On Linux `std` calls
-//! `libc::syscall(SYS_futex, ..)`; `crate::syscalls` defines `syscall` and hands `SYS_futex` to [`answer_futex`],
+//! `libc::syscall(SYS_futex, ..)`; `crate::syscalls` defines `syscall` and hands `SYS_futex` to `answer_futex`,
 //! which answers it for a thread of a live world's scheduler (bound to that world, or the unbound thread driving
 //! it); every other call goes to the real one.
 //!

@@ -428,7 +428,7 @@ impl SimEnv {
     }
 
     /// Remove the empty directory `path` (`rmdir`), for the interposition layer (ADR-0163): a counted call and a
-    /// namespace operation of the parent, as [`Env::remove_file`] is, durable once the parent is synced. A missing
+    /// namespace operation of the parent, as [`crate::Env::remove_file`] is, durable once the parent is synced. A missing
     /// path is [`crate::Error::NotFound`]; a file, the root or a directory with entries is
     /// [`crate::Error::InvalidInput`].
     pub fn remove_dir(&self, path: &Path) -> crate::Result<()> {

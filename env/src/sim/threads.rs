@@ -41,7 +41,7 @@ pub(crate) enum Resource {
 /// How a blocked thread came to run again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Wake {
-    /// Another thread woke it (or the run failed: see [`super::foreign::run_failed`]).
+    /// Another thread woke it (or the run failed: see [`super::foreign::Member::run_failed`]).
     Woken,
     /// Its deadline passed on the world's clock (ADR-0166).
     TimedOut,

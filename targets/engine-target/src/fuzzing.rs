@@ -59,14 +59,16 @@ fn to_world_step(action: FuzzAction, world: &WorldConfig, manifest: PathBuf) -> 
     match action {
         FuzzAction::RunFlush => WorldStep::RunTask { name: "flush".into() },
         FuzzAction::RunCompaction => WorldStep::RunTask { name: "compaction".into() },
-        FuzzAction::CrashAtIo { k } => WorldStep::CrashAtIo { k: 1 + u64::from(k) % world.crash_at_io_k_max.max(1) },
+        FuzzAction::CrashAtIo { k } => {
+            WorldStep::CrashAtIo { k: 1 + u64::from(k) % world.crash_at_io_k_max.max(1), shape: None }
+        }
         FuzzAction::CrashDuringRecovery { k } => {
-            WorldStep::CrashDuringRecovery { k: 1 + u64::from(k) % world.recovery_crash_k_max.max(1) }
+            WorldStep::CrashDuringRecovery { k: 1 + u64::from(k) % world.recovery_crash_k_max.max(1), shape: None }
         }
         FuzzAction::FailNextSync => WorldStep::Fault(ExplicitFault::FailNextSync { path: manifest }),
         FuzzAction::FailNextWrite => WorldStep::Fault(ExplicitFault::FailNextWrite { path: manifest }),
         FuzzAction::Reopen => WorldStep::Reopen,
-        _ => WorldStep::Crash,
+        _ => WorldStep::Crash { shape: None },
     }
 }
 

@@ -338,7 +338,7 @@ mod tests {
             Step::Op(Op::Begin { client: 0, read_only: false }),
             Step::Op(Op::Begin { client: 1, read_only: false }),
             Step::Op(Op::Put { client: 0, key: 30, value: ValueSpec { id: 1, len: 9 } }),
-            Step::World(WorldStep::Crash),
+            Step::World(WorldStep::Crash { shape: None }),
             Step::Op(Op::Scan { client: 1, start: 10, end: 31 }),
             Step::Op(Op::Commit { client: 0 }),
             Step::Op(Op::Begin { client: 0, read_only: true }),

@@ -30,11 +30,11 @@ fn acceptance_schedule() -> ScheduleOf<EngineTarget> {
         }
         // Every third crash is armed inside the next write: it may land mid-append or between append and sync.
         if cycle.is_multiple_of(3) {
-            schedule.steps.push(Step::World(WorldStep::CrashAtIo { k: u64::from(cycle % 5) + 1 }));
+            schedule.steps.push(Step::World(WorldStep::CrashAtIo { k: u64::from(cycle % 5) + 1, shape: None }));
             id += 1;
             schedule.steps.push(Step::Op(Op::Put { key: cycle % 16, value: ValueSpec { id, len: 9 } }));
         }
-        schedule.steps.push(Step::World(WorldStep::Crash));
+        schedule.steps.push(Step::World(WorldStep::Crash { shape: None }));
     }
     schedule
 }

@@ -21,7 +21,7 @@ fn damaged_table_schedule() -> ScheduleOf<EngineTarget> {
     schedule.steps.extend((0..240).filter(|key| key % 6 != 0 || *key >= 30).map(put));
     let flip = FaultOn { action: FaultAction::FlipBit { offset: 8 }, family: "/db/table-#.sst".into(), newest: 0 };
     schedule.steps.push(Step::World(WorldStep::FaultOn(flip)));
-    schedule.steps.push(Step::World(WorldStep::Crash));
+    schedule.steps.push(Step::World(WorldStep::Crash { shape: None }));
     schedule
 }
 

@@ -184,8 +184,13 @@ fn a_crash_before_the_sync_resolves_the_commit_wholly() {
     // T1 is appended, never synced, then the power is cut: after recovery it is wholly present or wholly absent,
     // and counted as a commit only when present.
     for kept_ppm in [0, 500_000, 1_000_000] {
-        let steps =
-            vec![begin(0), put(0, 1, 1), put(0, 2, 2), op(Op::Commit { client: 0 }), Step::World(WorldStep::Crash)];
+        let steps = vec![
+            begin(0),
+            put(0, 1, 1),
+            put(0, 2, 2),
+            op(Op::Commit { client: 0 }),
+            Step::World(WorldStep::Crash { shape: None }),
+        ];
         let mut schedule = schedule_of(steps);
         schedule.world.faults.crash_write_kept_ppm = kept_ppm;
         let outcome = run_schedule::<TxnTarget>(&schedule, &options(0));
