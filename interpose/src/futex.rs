@@ -114,6 +114,15 @@ fn wait(sched: &SchedCall, address: usize, expected: u32, deadline: Deadline) ->
         set_errno(libc::EAGAIN);
         return -1;
     }
+    if crate::statics::is_static(address) {
+        match crate::statics::probe(address, expected) {
+            crate::statics::Probe::Released => {
+                sched.count("futex_static_released");
+                return 0;
+            }
+            crate::statics::Probe::HeldInWorld => sched.count("futex_static_held_in_world"),
+        }
+    }
     let (operation, deadline) = match deadline {
         Deadline::None => (FUTEX_WAIT_OPERATION, None),
         Deadline::At(at) => (FUTEX_TIMED_WAIT_OPERATION, Some(at)),
@@ -140,7 +149,10 @@ fn wake(sched: &SchedCall, address: usize, count: c_long) -> c_long {
         let kernel = real!(syscall: RealSyscall => (libc::SYS_futex, address as c_long, op, rest, 0, 0, 0 as c_long));
         woken += kernel.max(0);
     }
-    if sched.is_bound() || ours > 0 {
+    // A wake on a static word that woke none of the world's threads released a lock a thread outside the world
+    // waited for (ADR-0191): not a yield point, so the schedule does not depend on another run's timing.
+    let outside_only = ours == 0 && crate::statics::is_static(address);
+    if (sched.is_bound() && !outside_only) || ours > 0 {
         scheduled_call(member, || member.yield_now());
     }
     woken

@@ -46,6 +46,7 @@ mod refuse;
 mod route;
 mod sched_pthread;
 mod stat;
+mod statics;
 mod syscalls;
 pub mod threads;
 mod world;

@@ -94,3 +94,9 @@ pub(crate) fn set_errno(code: libc::c_int) {
     // SAFETY: `__errno_location` returns the calling thread's errno slot, valid for the thread's life.
     unsafe { *libc::__errno_location() = code };
 }
+
+/// The calling thread's `errno`.
+pub(crate) fn errno() -> libc::c_int {
+    // SAFETY: `__errno_location` returns the calling thread's errno slot, valid for the thread's life.
+    unsafe { *libc::__errno_location() }
+}

@@ -257,13 +257,19 @@ extern "C" fn trampoline(start: *mut c_void) -> *mut c_void {
 /// As the C function.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pthread_join(thread: libc::pthread_t, result: *mut *mut c_void) -> c_int {
-    if let Some(sched) = scheduler_thread() {
-        let child = STARTED.lock().unwrap_or_else(PoisonError::into_inner).remove(&thread);
-        if let Some(child) = child {
-            sched.count("pthread_join");
-            let me = &sched.member;
-            scheduled_call(me, || me.join(child.index(), "pthread_join"));
-        }
+    // The entry goes whoever joins and whatever the run's state: a stale entry would name a later thread that
+    // reuses the id (a thread's id is its descriptor's address), maybe in another world.
+    let child = {
+        let _inside = Inside::enter();
+        STARTED.lock().unwrap_or_else(PoisonError::into_inner).remove(&thread)
+    };
+    if let Some(child) = child
+        && let Some(sched) = scheduler_thread()
+        && sched.member.same_world(&child)
+    {
+        sched.count("pthread_join");
+        let me = &sched.member;
+        scheduled_call(me, || me.join(child.index(), "pthread_join"));
     }
     real!(pthread_join: unsafe extern "C" fn(libc::pthread_t, *mut *mut c_void) -> c_int => (thread, result))
 }

@@ -127,6 +127,11 @@ impl Member {
         sim.lock_world().threads.as_ref().is_some_and(|sched| Arc::ptr_eq(sched, &self.sched))
     }
 
+    /// True when `other` is a thread of this thread's world (the same scheduler).
+    pub fn same_world(&self, other: &Member) -> bool {
+        Arc::ptr_eq(&self.sched, &other.sched)
+    }
+
     /// Block this thread on `address` (only ever compared) at `operation` until [`Member::wake`] on the same
     /// address, or until the world's clock reaches `deadline_nanos`. No thread left runnable and no deadline is a
     /// deadlock that names `operation` at `location` for each blocked thread.

@@ -265,3 +265,88 @@ fn a_world_can_run_more_programs_than_it_has_thread_slots_one_after_another() {
     });
     assert_eq!(total, (0..1124u64).map(|call| call % 3).sum());
 }
+
+/// A futex word in static data, as `std`'s process-wide locks are (ADR-0191): 1 while "held".
+static STATIC_WORD: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+/// Set by the program just before it waits on `STATIC_WORD`.
+static WAITING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+#[test]
+fn a_static_word_held_outside_the_world_is_waited_for_in_the_kernel_and_its_wake_is_not_lost() {
+    use std::sync::atomic::Ordering;
+    within_a_minute(|| {
+        let outside = std::thread::spawn(|| {
+            while !WAITING.load(Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
+            std::thread::sleep(Duration::from_millis(10));
+            STATIC_WORD.store(0, Ordering::SeqCst);
+            // SAFETY: a live futex word; wake every waiter.
+            #[expect(unsafe_code, reason = "a raw futex wake, as std's unlock makes it")]
+            unsafe {
+                libc::syscall(
+                    libc::SYS_futex,
+                    STATIC_WORD.as_ptr(),
+                    libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+                    i32::MAX,
+                )
+            };
+        });
+        let sim = SimEnv::new(17);
+        let released = run(&sim, "program", || {
+            WAITING.store(true, Ordering::SeqCst);
+            while STATIC_WORD.load(Ordering::SeqCst) == 1 {
+                let null = std::ptr::null::<libc::timespec>();
+                // SAFETY: a live futex word, no timeout.
+                #[expect(unsafe_code, reason = "a raw futex wait, as std's lock makes it")]
+                unsafe {
+                    libc::syscall(
+                        libc::SYS_futex,
+                        STATIC_WORD.as_ptr(),
+                        libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+                        1,
+                        null,
+                    )
+                };
+            }
+            let stats = interpose::stats().expect("bound");
+            stats.calls.get("futex_static_released").copied().unwrap_or(0)
+        });
+        outside.join().unwrap();
+        assert_eq!(released, 1, "the wait was the kernel's, and the outside thread's wake reached it");
+    });
+}
+
+/// A program's own static lock, held by one of its threads across a yield point.
+static PROGRAM_LOCK: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+fn contended_static_lock(seed: u64) -> (Vec<u32>, u64) {
+    let sim = SimEnv::new(seed);
+    run(&sim, "program", || {
+        PROGRAM_LOCK.lock().unwrap().clear();
+        let workers: Vec<_> = (0..2)
+            .map(|id| {
+                std::thread::spawn(move || {
+                    let mut held = PROGRAM_LOCK.lock().unwrap();
+                    std::thread::sleep(Duration::from_millis(1)); // a yield point with the lock held
+                    held.push(id);
+                })
+            })
+            .collect();
+        for worker in workers {
+            worker.join().unwrap();
+        }
+        let stats = interpose::stats().expect("bound");
+        (PROGRAM_LOCK.lock().unwrap().clone(), stats.calls.get("futex_static_held_in_world").copied().unwrap_or(0))
+    })
+}
+
+#[test]
+fn a_programs_static_lock_held_across_a_yield_point_is_waited_for_in_the_world() {
+    within_a_minute(|| {
+        let (first, held_in_world) = contended_static_lock(19);
+        assert_eq!(first.len(), 2, "both workers appended: {first:?}");
+        assert!(held_in_world >= 1, "the second worker found the lock held by the first, parked in the world");
+        assert_eq!(contended_static_lock(19), (first, held_in_world), "the same seed, the same run");
+    });
+}
