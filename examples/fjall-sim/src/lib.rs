@@ -10,13 +10,12 @@
 //!   is there, nothing unacknowledged half-appears (a key holds its acknowledged value or one in-flight value,
 //!   whole), and the database opens.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 use holdfast::config::FaultProfile;
 use holdfast::env::{DeterministicRng, Op as Io, SimEnv};
-use holdfast::kit::{Sig, ValueSpec, key_bytes, sig_of, smaller_u32, value_bytes};
+use holdfast::kit::{KeyModel, Sig, ValueSpec, key_bytes, sig_of, smaller_u32, value_bytes};
 use holdfast::protocol::in_dir;
 use holdfast::{FailureKind, FaultMenu, FaultSite, Observed, Step, SystemError, Target, Violation, World, WorldConfig};
 use serde::{Deserialize, Serialize};
@@ -64,13 +63,6 @@ pub enum Observation {
     Recovered { live_keys: u64 },
 }
 
-/// One key of the model: its acknowledged value and the in-flight writes it may hold instead.
-#[derive(Clone, Debug, Default)]
-struct Slot {
-    value: Option<Sig>,
-    maybe: BTreeSet<Option<Sig>>,
-}
-
 /// An open fjall database and its one keyspace.
 struct Open {
     db: Database,
@@ -89,9 +81,7 @@ pub struct FjallTarget {
     open: Option<Open>,
     env: SimEnv,
     config: Config,
-    model: BTreeMap<u32, Slot>,
-    specs: BTreeMap<Sig, ValueSpec>,
-    next_value_id: u64,
+    model: KeyModel,
 }
 
 /// A fjall error as the framework's fault rules see it.
@@ -129,50 +119,21 @@ fn open_db(dir: &Path, config: &Config) -> fjall::Result<Open> {
 }
 
 impl FjallTarget {
-    fn describe(&self, value: Option<Sig>) -> String {
-        match value.map(|sig| (sig, self.specs.get(&sig))) {
-            None => "absent".into(),
-            Some((_, Some(spec))) => format!("v{}({}B)", spec.id, spec.len),
-            Some((sig, None)) => format!("a never-written value (sig {sig:016x})"),
-        }
-    }
-
     fn read(&self, key: u32) -> Result<Option<Sig>, fjall::Error> {
         let open = self.open.as_ref().expect("fjall is open");
         Ok(open.items.get(key_bytes(key))?.map(|value| sig_of(&value)))
     }
 
-    /// Compare `actual` for `key` with the model, resolving in-flight writes.
-    fn judge(&mut self, key: u32, actual: Option<Sig>, context: &str, kind: FailureKind) -> Result<(), Violation> {
-        let slot = self.model.entry(key).or_default();
-        if slot.value == actual || slot.maybe.contains(&actual) {
-            slot.value = actual;
-            slot.maybe.clear();
-            return Ok(());
-        }
-        let slot = slot.clone();
-        let class = match (slot.value, actual) {
-            (_, Some(sig)) if !self.specs.contains_key(&sig) => "never_written_value",
-            (Some(_), None) => "lost_write",
-            (None, Some(_)) => "resurrection",
-            _ => "stale_value",
-        };
-        let maybe: String = slot.maybe.iter().map(|value| format!(" or in-flight {}", self.describe(*value))).collect();
-        let expected = format!("k{key:06} = {}{maybe}", self.describe(slot.value));
-        let actual = format!("k{key:06} = {}", self.describe(actual));
-        Err(Violation::new(format!("{context}.{class}"), kind, expected, actual))
-    }
-
     /// Verify every key of the key space (and every key the model knows).
     fn verify_all(&mut self, context: &str, kind: FailureKind) -> Result<u64, Violation> {
-        let keys: BTreeSet<u32> = (0..self.config.key_count).chain(self.model.keys().copied()).collect();
+        let keys = self.model.keys_to_verify(self.config.key_count);
         for key in keys {
             let actual = self.read(key).map_err(|error| {
                 Violation::new(format!("{context}.read_failed"), kind, "a read succeeds", error.to_string())
             })?;
-            self.judge(key, actual, context, kind)?;
+            self.model.judge(key, actual, context, kind)?;
         }
-        Ok(self.model.values().filter(|slot| slot.value.is_some()).count() as u64)
+        Ok(self.model.live_keys())
     }
 }
 
@@ -219,14 +180,7 @@ impl Target for FjallTarget {
     }
 
     fn new(env: &SimEnv, config: &Config) -> Self {
-        Self {
-            open: None,
-            env: env.clone(),
-            config: config.clone(),
-            model: BTreeMap::new(),
-            specs: BTreeMap::new(),
-            next_value_id: 0,
-        }
+        Self { open: None, env: env.clone(), config: config.clone(), model: KeyModel::new() }
     }
 
     fn open(&mut self, env: &SimEnv) -> Result<(), SystemError> {
@@ -259,9 +213,8 @@ impl Target for FjallTarget {
         let key = u32::try_from(rng.below(u64::from(config.key_count))).expect("below a u32");
         match rng.weighted(&[config.put, config.delete, config.get]) {
             0 => {
-                self.next_value_id += 1;
                 let len = u32::try_from(rng.range_inclusive(8, u64::from(config.value_len_max.max(8)))).expect("fits");
-                Op::Put { key, value: ValueSpec { id: self.next_value_id, len } }
+                Op::Put { key, value: self.model.next_value(len) }
             }
             1 => Op::Delete { key },
             _ => Op::Get { key },
@@ -274,7 +227,7 @@ impl Target for FjallTarget {
         let (what, result, key, value) = match *op {
             Op::Put { key, value } => {
                 let bytes = value_bytes(value);
-                self.specs.insert(sig_of(&bytes), value);
+                self.model.written(value, sig_of(&bytes));
                 let result = open.items.insert(key_bytes(key), bytes.clone());
                 ("insert", result, key, Some(sig_of(&bytes)))
             }
@@ -283,19 +236,18 @@ impl Target for FjallTarget {
                 let actual = self.read(key).map_err(|error| {
                     Violation::new("oracle.read_failed", FailureKind::Safety, "a read succeeds", error.to_string())
                 })?;
-                self.judge(key, actual, "oracle", FailureKind::Safety)?;
-                let value = actual.and_then(|sig| self.specs.get(&sig).copied());
+                let value = self.model.judge(key, actual, "oracle", FailureKind::Safety)?;
                 return Ok(Observed::Op(Observation::Value { value }));
             }
         };
         let result = result.and_then(|()| open.db.persist(PersistMode::SyncAll));
         match result {
             Ok(()) => {
-                self.model.insert(key, Slot { value, maybe: BTreeSet::new() });
+                self.model.acknowledged(key, value);
                 Ok(Observed::Op(Observation::Ok))
             }
             Err(error) => {
-                self.model.entry(key).or_default().maybe.insert(value);
+                self.model.in_flight(key, value);
                 world.count("in_flight_writes");
                 world.tolerate(what, &system_error(&error))
             }

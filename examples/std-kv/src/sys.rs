@@ -15,9 +15,7 @@
 //! Exactly one route is built: both or neither is a compile error naming the fix.
 
 #[cfg(all(feature = "env-fs", feature = "interposed"))]
-compile_error!(
-    "std-kv: choose one route: the default (`interposed`) or `--no-default-features --features env-fs`"
-);
+compile_error!("std-kv: choose one route: the default (`interposed`) or `--no-default-features --features env-fs`");
 #[cfg(not(any(feature = "env-fs", feature = "interposed")))]
 compile_error!(
     "std-kv: no route to the simulated world: build with `--features env-fs` or `--features interposed` (a store \

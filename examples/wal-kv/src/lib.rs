@@ -9,13 +9,12 @@
 //! * **Liveness** (`liveness.*`): once faults heal, a checkpoint succeeds and everything verifies; then the final
 //!   power cut loses nothing acknowledged.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use holdfast::config::FaultProfile;
 use holdfast::env::fs::{Fs, env_error};
 use holdfast::env::{DeterministicRng, Op as Io, SimEnv};
-use holdfast::kit::{Sig, ValueSpec, key_bytes, sig_of, smaller_u32, value_bytes};
+use holdfast::kit::{KeyModel, ValueSpec, key_bytes, sig_of, smaller_u32, value_bytes};
 use holdfast::protocol::{cut_io, in_dir};
 use holdfast::{FailureKind, FaultMenu, FaultSite, Observed, Step, SystemError, Target, Violation, World, WorldConfig};
 use serde::{Deserialize, Serialize};
@@ -63,21 +62,12 @@ pub enum Observation {
     Recovered { live_keys: u64 },
 }
 
-/// One key of the model: its acknowledged value and the in-flight writes it may hold instead.
-#[derive(Clone, Debug, Default)]
-struct Slot {
-    value: Option<Sig>,
-    maybe: BTreeSet<Option<Sig>>,
-}
-
 /// The target: the store when open, the model, and every value written (to name them in reports).
 #[derive(Debug)]
 pub struct WalKvTarget {
     store: Option<Store<SimEnv>>,
     config: Config,
-    model: BTreeMap<u32, Slot>,
-    specs: BTreeMap<Sig, ValueSpec>,
-    next_value_id: u64,
+    model: KeyModel,
 }
 
 /// A store error as the framework's fault rules see it: corruption is marked, so that only a fault that
@@ -94,49 +84,25 @@ pub fn system_error(error: &Error) -> SystemError {
 }
 
 impl WalKvTarget {
-    fn describe(&self, value: Option<Sig>) -> String {
-        match value.map(|sig| (sig, self.specs.get(&sig))) {
-            None => "absent".into(),
-            Some((_, Some(spec))) => format!("v{}({}B)", spec.id, spec.len),
-            Some((sig, None)) => format!("a never-written value (sig {sig:016x})"),
-        }
-    }
-
     /// Read `key` from the store and compare it with the model, resolving in-flight writes.
     fn observe(&mut self, key: u32, context: &str, kind: FailureKind) -> Result<Option<ValueSpec>, Violation> {
         let actual = self.store.as_ref().expect("the store is open").get(&key_bytes(key)).map(sig_of);
-        let slot = self.model.entry(key).or_default();
-        if slot.value == actual || slot.maybe.contains(&actual) {
-            slot.value = actual;
-            slot.maybe.clear();
-            return Ok(actual.and_then(|sig| self.specs.get(&sig).copied()));
-        }
-        let slot = slot.clone();
-        let class = match (slot.value, actual) {
-            (_, Some(sig)) if !self.specs.contains_key(&sig) => "never_written_value",
-            (Some(_), None) => "lost_write",
-            (None, Some(_)) => "resurrection",
-            _ => "stale_value",
-        };
-        let maybe: String = slot.maybe.iter().map(|value| format!(" or in-flight {}", self.describe(*value))).collect();
-        let expected = format!("k{key:06} = {}{maybe}", self.describe(slot.value));
-        let actual = format!("k{key:06} = {}", self.describe(actual));
-        Err(Violation::new(format!("{context}.{class}"), kind, expected, actual))
+        self.model.judge(key, actual, context, kind)
     }
 
     /// Verify every key of the key space (and every key the model knows), then that the store has no others.
     fn verify_all(&mut self, context: &str, kind: FailureKind) -> Result<u64, Violation> {
-        let keys: BTreeSet<u32> = (0..self.config.key_count).chain(self.model.keys().copied()).collect();
+        let keys = self.model.keys_to_verify(self.config.key_count);
         for key in keys {
             self.observe(key, context, kind)?;
         }
-        let live = self.model.values().filter(|slot| slot.value.is_some()).count();
+        let live = self.model.live_keys();
         let stored = self.store.as_ref().expect("the store is open").len();
-        if stored != live {
+        if stored as u64 != live {
             let invariant = format!("{context}.extra_keys");
             return Err(Violation::new(invariant, kind, format!("{live} live keys"), format!("{stored} keys")));
         }
-        Ok(live as u64)
+        Ok(live)
     }
 }
 
@@ -173,7 +139,7 @@ impl Target for WalKvTarget {
     }
 
     fn new(_env: &SimEnv, config: &Config) -> Self {
-        Self { store: None, config: config.clone(), model: BTreeMap::new(), specs: BTreeMap::new(), next_value_id: 0 }
+        Self { store: None, config: config.clone(), model: KeyModel::new() }
     }
 
     fn open(&mut self, env: &SimEnv) -> Result<(), SystemError> {
@@ -198,9 +164,8 @@ impl Target for WalKvTarget {
         let key = u32::try_from(rng.below(u64::from(config.key_count))).expect("below a u32");
         match rng.weighted(&[config.put, config.delete, config.get, config.checkpoint]) {
             0 => {
-                self.next_value_id += 1;
                 let len = u32::try_from(rng.range_inclusive(8, u64::from(config.value_len_max.max(8)))).expect("fits");
-                Op::Put { key, value: ValueSpec { id: self.next_value_id, len } }
+                Op::Put { key, value: self.model.next_value(len) }
             }
             1 => Op::Delete { key },
             2 => Op::Get { key },
@@ -213,7 +178,7 @@ impl Target for WalKvTarget {
         let (what, result, write) = match *op {
             Op::Put { key, value } => {
                 let bytes = value_bytes(value);
-                self.specs.insert(sig_of(&bytes), value);
+                self.model.written(value, sig_of(&bytes));
                 ("put", store.put(&key_bytes(key), &bytes), Some((key, Some(sig_of(&bytes)))))
             }
             Op::Delete { key } => ("delete", store.delete(&key_bytes(key)), Some((key, None))),
@@ -225,12 +190,12 @@ impl Target for WalKvTarget {
         };
         match (result, write) {
             (Ok(()), Some((key, value))) => {
-                self.model.insert(key, Slot { value, maybe: BTreeSet::new() });
+                self.model.acknowledged(key, value);
             }
             (Ok(()), None) => world.count("checkpoints"),
             (Err(error), write) => {
                 if let Some((key, value)) = write {
-                    self.model.entry(key).or_default().maybe.insert(value);
+                    self.model.in_flight(key, value);
                     world.count("in_flight_writes");
                 }
                 return world.tolerate(what, &system_error(&error));
