@@ -105,3 +105,54 @@ fn a_write_takes_the_registry_lock_only_after_a_doom_and_still_sees_it() {
     assert_eq!(db.get(b"f-0").unwrap().as_deref(), Some(&b"1"[..]));
     db.close().unwrap();
 }
+
+/// Every engine lock a commit or a read could take, by name: the five shared locks the meter counts.
+fn takes(holds: LockHolds) -> [(&'static str, u64); 5] {
+    [
+        ("writer", holds.writer.acquisitions),
+        ("registry", holds.registry.acquisitions),
+        ("view", holds.view.acquisitions),
+        ("watermark", holds.watermark.acquisitions),
+        ("log", holds.log.acquisitions),
+    ]
+}
+
+/// Issue 41, item 3 (ADR-0188): once a thread has read, a point read (`Db::get`: a memtable hit, a table hit, a
+/// miss) takes none of the engine's shared locks, nor does a `Db::scan`; a transaction's read takes the registry
+/// lock exactly once (its SSI read record) and no other.
+#[test]
+fn a_point_read_takes_no_shared_lock() {
+    const READS: u64 = 300;
+    let env = RealEnv::new();
+    let dir = env.temp_dir("lock-holds-reads").unwrap();
+    let options = Options::default().with_sync_mode(SyncMode::NoSync).with_lock_timing(true);
+    let db = Db::open(env.clone(), dir.path(), options).unwrap();
+    db.put(b"in-table", b"t").unwrap();
+    db.flush().unwrap();
+    db.put(b"in-memtable", b"m").unwrap();
+    assert_eq!(db.get(b"in-table").unwrap().as_deref(), Some(&b"t"[..]), "the thread's first read");
+    let before = db.stats().lock_holds;
+    for _ in 0..READS {
+        assert_eq!(db.get(b"in-memtable").unwrap().as_deref(), Some(&b"m"[..]));
+        assert_eq!(db.get(b"in-table").unwrap().as_deref(), Some(&b"t"[..]));
+        assert_eq!(db.get(b"missing").unwrap(), None);
+    }
+    let gets = takes(db.stats().lock_holds.since(before));
+    assert_eq!(gets, takes(LockHolds::default()), "{} point reads took shared locks", 3 * READS);
+    let before = db.stats().lock_holds;
+    for _ in 0..READS {
+        assert_eq!(db.scan(..).unwrap().count(), 2);
+    }
+    let scans = takes(db.stats().lock_holds.since(before));
+    assert_eq!(scans, takes(LockHolds::default()), "{READS} scans took shared locks");
+    let mut txn = db.begin().unwrap();
+    let before = db.stats().lock_holds;
+    for _ in 0..READS {
+        assert_eq!(txn.get(b"in-table").unwrap().as_deref(), Some(&b"t"[..]));
+    }
+    let txn_gets = takes(db.stats().lock_holds.since(before));
+    let expected = [("writer", 0), ("registry", READS), ("view", 0), ("watermark", 0), ("log", 0)];
+    assert_eq!(txn_gets, expected, "a transaction's reads");
+    txn.rollback();
+    db.close().unwrap();
+}
