@@ -386,6 +386,28 @@ mod tests {
         assert_eq!((scan.end, firsts), (WalEnd::Clean, vec![1, 2, 3]));
     }
 
+    /// ADR-0187: a follower whose end a leader wrote returns without taking the log lock; one whose end is not
+    /// written, with no leader writing, takes it at once and writes (no spin).
+    #[test]
+    fn a_follower_whose_end_is_written_takes_no_log_lock() {
+        let env = env::SimEnv::new(4);
+        let file = env.open(std::path::Path::new("/wal-000001.log"), env::OpenOptions::create_new()).expect("open");
+        let mut writer = WalWriter::new(&env, file, 1, Arc::default(), true);
+        let ends: Vec<u64> =
+            (1..=3).map(|first| writer.append(RecordKind::Batch, &encode_batch(&batch(first, &["k"])), false).unwrap()).collect();
+        let takes = |writer: &WalWriter<env::SimEnv>| writer.tail.meter.read().acquisitions;
+        writer.tail.write_through(ends[2]).unwrap();
+        let after_leader = takes(&writer);
+        assert_eq!(after_leader, 1, "the leader took the log lock once");
+        for end in &ends {
+            writer.tail.write_through(*end).unwrap();
+        }
+        assert_eq!(takes(&writer), after_leader, "a follower whose end was written took the log lock");
+        let end = writer.append(RecordKind::Batch, &encode_batch(&batch(4, &["k"])), false).unwrap();
+        writer.tail.write_through(end).unwrap();
+        assert_eq!((takes(&writer), writer.tail.file.len().unwrap()), (after_leader + 1, end));
+    }
+
     /// A failed group write fails every committer whose record it held and every later one, and a committer whose
     /// record an earlier group wrote still succeeds; a sync writes nothing more.
     #[test]
