@@ -470,7 +470,11 @@ fn sync_and_acknowledge<E: Env>(inner: &Arc<Inner<E>>, me: u64, file: &E::File, 
         .iter()
         .map(|commit| {
             insert_writes(&memtable, &commit.batch);
-            Completed { first: commit.batch.first_sequence, last: commit.batch.last_sequence(), snapshot: commit.snapshot }
+            Completed {
+                first: commit.batch.first_sequence,
+                last: commit.batch.last_sequence(),
+                snapshot: commit.snapshot,
+            }
         })
         .collect();
     complete_nonempty(inner, acknowledged);

@@ -393,8 +393,9 @@ mod tests {
         let env = env::SimEnv::new(4);
         let file = env.open(std::path::Path::new("/wal-000001.log"), env::OpenOptions::create_new()).expect("open");
         let mut writer = WalWriter::new(&env, file, 1, Arc::default(), true);
-        let ends: Vec<u64> =
-            (1..=3).map(|first| writer.append(RecordKind::Batch, &encode_batch(&batch(first, &["k"])), false).unwrap()).collect();
+        let ends: Vec<u64> = (1..=3)
+            .map(|first| writer.append(RecordKind::Batch, &encode_batch(&batch(first, &["k"])), false).unwrap())
+            .collect();
         let takes = |writer: &WalWriter<env::SimEnv>| writer.tail.meter.read().acquisitions;
         writer.tail.write_through(ends[2]).unwrap();
         let after_leader = takes(&writer);
