@@ -71,6 +71,10 @@ pub struct LockSample {
     pub commits: u64,
     /// (acquisitions, held ns) of the writer, registry, view, visibility-watermark and log locks.
     pub locks: [(u64, u64); 5],
+    /// Waited ns of the same five locks (asked to taken), then (waits, waited ns) of a committer's wait for
+    /// visibility and for its group-commit batch (ADR-0186; zero from an engine that does not count them).
+    pub lock_waits_ns: [u64; 5],
+    pub waits: [(u64, u64); 2],
 }
 
 /// Opens a backend in a directory; `true` for synced commits.

@@ -314,6 +314,19 @@ fn print_row(r: &Row) {
             h.view_ns_per_op,
             h.view_acquisitions_per_op
         ));
+        log(&format!(
+            "    waits per commit: to take writer {:.0} ns, registry {:.0} ns, view {:.0} ns, watermark {:.0} ns, \
+             log {:.0} ns; for visibility {:.0} ns ({:.2} waits), for the batch {:.0} ns ({:.2} waits)",
+            h.writer_wait_ns_per_commit,
+            h.registry_wait_ns_per_commit,
+            h.view_wait_ns_per_commit,
+            h.watermark_wait_ns_per_commit,
+            h.log_wait_ns_per_commit,
+            h.visibility_wait_ns_per_commit,
+            h.visibility_waits_per_commit,
+            h.batch_wait_ns_per_commit,
+            h.batch_waits_per_commit
+        ));
     }
 }
 

@@ -77,6 +77,27 @@ pub struct LockHoldRow {
     pub log_ns_per_commit: f64,
     #[serde(default)]
     pub log_acquisitions_per_commit: f64,
+    /// Time per commit spent waiting to take each lock (asked to taken), ADR-0186; absent in results from before.
+    #[serde(default)]
+    pub writer_wait_ns_per_commit: f64,
+    #[serde(default)]
+    pub registry_wait_ns_per_commit: f64,
+    #[serde(default)]
+    pub view_wait_ns_per_commit: f64,
+    #[serde(default)]
+    pub watermark_wait_ns_per_commit: f64,
+    #[serde(default)]
+    pub log_wait_ns_per_commit: f64,
+    /// A committer's wait for the commits before it to become visible, and a synced one's for its batch: waits
+    /// and time per commit (ADR-0186).
+    #[serde(default)]
+    pub visibility_waits_per_commit: f64,
+    #[serde(default)]
+    pub visibility_wait_ns_per_commit: f64,
+    #[serde(default)]
+    pub batch_waits_per_commit: f64,
+    #[serde(default)]
+    pub batch_wait_ns_per_commit: f64,
 }
 
 impl LockHoldRow {
@@ -94,6 +115,13 @@ impl LockHoldRow {
         let ((writer_op_acq, writer_op_ns), (registry_op_acq, registry_op_ns), (view_op_acq, view_op_ns)) =
             (delta(0, ops), delta(1, ops), delta(2, ops));
         let ((watermark_acq, watermark_ns), (log_acq, log_ns)) = (delta(3, commits), delta(4, commits));
+        let per_commit = |n: u64| if commits == 0 { 0.0 } else { n as f64 / commits as f64 };
+        let lock_wait = |lock: usize| per_commit(after.lock_waits_ns[lock].saturating_sub(before.lock_waits_ns[lock]));
+        let wait = |index: usize| {
+            let ((n0, ns0), (n1, ns1)) = (before.waits[index], after.waits[index]);
+            (per_commit(n1.saturating_sub(n0)), per_commit(ns1.saturating_sub(ns0)))
+        };
+        let ((visibility_waits, visibility_wait_ns), (batch_waits, batch_wait_ns)) = (wait(0), wait(1));
         (commits > 0 || ops > 0).then_some(Self {
             commits,
             writer_ns_per_commit: writer_ns,
@@ -113,6 +141,15 @@ impl LockHoldRow {
             watermark_acquisitions_per_commit: watermark_acq,
             log_ns_per_commit: log_ns,
             log_acquisitions_per_commit: log_acq,
+            writer_wait_ns_per_commit: lock_wait(0),
+            registry_wait_ns_per_commit: lock_wait(1),
+            view_wait_ns_per_commit: lock_wait(2),
+            watermark_wait_ns_per_commit: lock_wait(3),
+            log_wait_ns_per_commit: lock_wait(4),
+            visibility_waits_per_commit: visibility_waits,
+            visibility_wait_ns_per_commit: visibility_wait_ns,
+            batch_waits_per_commit: batch_waits,
+            batch_wait_ns_per_commit: batch_wait_ns,
         })
     }
 }

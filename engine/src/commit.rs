@@ -185,13 +185,7 @@ pub(crate) fn finish<E: Env>(inner: &Arc<Inner<E>>, submitted: Submitted<E>) -> 
     let (first, last) = (batch.first_sequence, batch.last_sequence());
     inner.complete([Completed { first, last, snapshot }]);
     inner.wait_visible(last)?;
-    if rotation_due(inner, &memtable) {
-        let mut state = inner.state();
-        // Another committer rotated first, or `Db::close` sealed the log since (nothing runs after a close).
-        if Arc::ptr_eq(&state.memtable, &memtable) && !inner.closed.is_set() {
-            rotate(inner, &mut state)?;
-        }
-    }
+    rotate_if_due(inner, &memtable)?;
     Ok(ticket)
 }
 
@@ -235,12 +229,7 @@ pub(crate) fn acknowledge<E: Env>(inner: &Inner<E>, state: &mut State<E>, all: b
 /// (a batch that does not rotate, ADR-0146; the watermark orders completions that race).
 fn apply_durable<E: Env>(inner: &Inner<E>, state: &mut State<E>, all: bool) -> Vec<Completed> {
     let mut acknowledged: Vec<Completed> = Vec::new();
-    while let Some(front) = state.pending_commits.front() {
-        let durable = all || front.wal_number < state.wal.number() || front.end_offset <= state.wal.synced_offset();
-        if !durable {
-            break;
-        }
-        let commit = state.pending_commits.pop_front().expect("front exists");
+    for commit in take_durable(state, all) {
         let (first, last) = (commit.batch.first_sequence, commit.batch.last_sequence());
         insert_writes(&state.memtable, &commit.batch);
         assert!(last > state.last_sequence, "acknowledged out of sequence order");
@@ -251,6 +240,19 @@ fn apply_durable<E: Env>(inner: &Inner<E>, state: &mut State<E>, all: bool) -> V
         inner.publish(state);
     }
     acknowledged
+}
+
+/// The pending commits now durable (every one when `all`), in sequence order, off the pending queue. Under the
+/// writer lock.
+fn take_durable<E: Env>(state: &mut State<E>, all: bool) -> Vec<PendingCommit> {
+    let mut durable = Vec::new();
+    while let Some(front) = state.pending_commits.front() {
+        if !(all || front.wal_number < state.wal.number() || front.end_offset <= state.wal.synced_offset()) {
+            break;
+        }
+        durable.push(state.pending_commits.pop_front().expect("front exists"));
+    }
+    durable
 }
 
 /// Acknowledge every pending commit and wait until every unsynced one still inserting after the writer lock
@@ -340,7 +342,7 @@ pub(crate) fn wait_for_commit<E: Env>(inner: &Inner<E>, ticket: &CommitTicket) -
             );
             handle
         };
-        inner.env.wait(&handle)?;
+        inner.wait_for_batch(&handle)?;
         waited = Some(handle);
     }
     Err(Error::Closed { reason: format!("commit not acknowledged within {COMMIT_WAITS_MAX} batches") })
@@ -452,22 +454,42 @@ fn sync_and_acknowledge<E: Env>(inner: &Arc<Inner<E>>, me: u64, file: &E::File, 
     if state.wal.number() == number {
         state.wal.mark_synced(end);
     }
-    let acknowledged = apply_durable(inner, &mut state, false);
-    state.batches.last_size = acknowledged.len();
+    let durable = take_durable(&mut state, false);
+    state.batches.last_size = durable.len();
     if state.batches.last_size > 1 {
         // One sync made several commits durable: a group commit batch.
         env::probe!(inner.env, "txn.group_commit_batch");
     }
-    if rotation_due(inner, &state.memtable) {
-        // The rotation waits for every appended sequence to be visible: these commits complete first, under
-        // the lock (once per memtable).
-        complete_nonempty(inner, acknowledged);
-        return rotate(inner, &mut state);
-    }
-    // ADR-0146: the batch's commits become visible after the writer lock, through the watermark (which orders
-    // them behind any earlier batch's still completing), before the task ends and wakes their committers.
+    // ADR-0189: the batch's writes go into the memtable their sequences were assigned in after the writer lock,
+    // as an unsynced commit's do (ADR-0133): a rotation waits for them on the watermark. ADR-0146: they become
+    // visible through the watermark, which orders them behind any commit still landing, before the task ends and
+    // wakes their committers.
+    let memtable = Arc::clone(&state.memtable);
     drop(state);
+    let acknowledged: Vec<Completed> = durable
+        .iter()
+        .map(|commit| {
+            insert_writes(&memtable, &commit.batch);
+            Completed {
+                first: commit.batch.first_sequence,
+                last: commit.batch.last_sequence(),
+                snapshot: commit.snapshot,
+            }
+        })
+        .collect();
     complete_nonempty(inner, acknowledged);
+    rotate_if_due(inner, &memtable)
+}
+
+/// The rotation `memtable`'s writes made due, under the writer lock taken again, unless another committer rotated
+/// first or `Db::close` sealed the log since.
+fn rotate_if_due<E: Env>(inner: &Arc<Inner<E>>, memtable: &Arc<Memtable>) -> Result<()> {
+    if rotation_due(inner, memtable) {
+        let mut state = inner.state();
+        if Arc::ptr_eq(&state.memtable, memtable) && !inner.closed.is_set() {
+            rotate(inner, &mut state)?;
+        }
+    }
     Ok(())
 }
 
@@ -532,10 +554,9 @@ mod tests {
     /// How many 1 ms polls the test below waits for the batch to free the writer lock.
     const POLLS_MAX: u32 = 20_000;
 
-    /// ADR-0146: a synced batch's commits complete on the watermark after the writer lock. With the watermark's
-    /// lock held here, the batch still acknowledges (its commit leaves the pending queue, the writer's last
-    /// sequence moves) and frees the writer lock, while the commit is not yet registered visible; once the
-    /// watermark is let go, it is. Under ADR-0133's order the batch held the writer lock while it waited here.
+    /// ADR-0146, ADR-0189: a synced batch's commits are inserted and complete on the watermark after the writer
+    /// lock. With the watermark's lock held here, the batch still takes its commit off the pending queue and frees
+    /// the writer lock, while the commit is not yet registered visible; once the watermark is let go, it is. Under ADR-0133's order the batch held the writer lock while it waited here.
     #[test]
     fn a_synced_batch_completes_after_the_writer_lock() {
         let env = env::RealEnv::new();
@@ -553,8 +574,8 @@ mod tests {
         );
         let mut seen = None;
         for _ in 0..POLLS_MAX {
-            let acknowledged = db.inner.try_state().map(|state| (state.pending_commits.len(), state.last_sequence));
-            if acknowledged == Some((0, 2)) {
+            let acknowledged = db.inner.try_state().map(|state| (state.pending_commits.len(), state.next_sequence));
+            if acknowledged == Some((0, 3)) {
                 seen = Some(db.inner.registered_visible());
                 break;
             }

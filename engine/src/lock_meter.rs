@@ -17,6 +17,8 @@ use env::Env;
 pub struct LockHold {
     pub acquisitions: u64,
     pub held_ns: u64,
+    /// How long its takers waited for it (asked to taken), over every acquisition (ADR-0186).
+    pub waited_ns: u64,
 }
 
 impl LockHold {
@@ -25,6 +27,7 @@ impl LockHold {
         LockHold {
             acquisitions: self.acquisitions.saturating_sub(earlier.acquisitions),
             held_ns: self.held_ns.saturating_sub(earlier.held_ns),
+            waited_ns: self.waited_ns.saturating_sub(earlier.waited_ns),
         }
     }
 }
@@ -41,6 +44,11 @@ pub struct LockHolds {
     /// The log lock (ADR-0134): a committer's write-through after the writer lock (the leader holds it across
     /// its group's write), and a sync's write-out under the writer lock.
     pub log: LockHold,
+    /// A committer's wait for the commits before it to land (the visibility watermark, ADR-0133, ADR-0187):
+    /// `acquisitions` counts the waits, `waited_ns` their time (`held_ns` stays 0).
+    pub visibility_wait: LockHold,
+    /// A synced committer's wait for its group-commit batch (ADR-0081): counted as `visibility_wait` is.
+    pub batch_wait: LockHold,
 }
 
 impl LockHolds {
@@ -52,6 +60,8 @@ impl LockHolds {
             view: self.view.since(earlier.view),
             watermark: self.watermark.since(earlier.watermark),
             log: self.log.since(earlier.log),
+            visibility_wait: self.visibility_wait.since(earlier.visibility_wait),
+            batch_wait: self.batch_wait.since(earlier.batch_wait),
         }
     }
 }
@@ -61,6 +71,7 @@ impl LockHolds {
 pub(crate) struct LockMeter {
     acquisitions: AtomicU64,
     held_ns: AtomicU64,
+    waited_ns: AtomicU64,
 }
 
 impl LockMeter {
@@ -68,14 +79,36 @@ impl LockMeter {
         LockHold {
             acquisitions: self.acquisitions.load(Ordering::Relaxed),
             held_ns: self.held_ns.load(Ordering::Relaxed),
+            waited_ns: self.waited_ns.load(Ordering::Relaxed),
         }
     }
 
     fn add(&self, held: Duration) {
         self.acquisitions.fetch_add(1, Ordering::Relaxed);
-        let held_ns = u64::try_from(held.as_nanos()).unwrap_or(u64::MAX);
-        self.held_ns.fetch_add(held_ns, Ordering::Relaxed);
+        self.held_ns.fetch_add(nanos(held), Ordering::Relaxed);
     }
+
+    /// One wait of `waited` (a lock's taker before it got it, or a committer's wait, ADR-0186).
+    fn add_wait(&self, waited: Duration) {
+        self.waited_ns.fetch_add(nanos(waited), Ordering::Relaxed);
+    }
+
+    /// Time `wait` when `timing` is on, as one acquisition that held nothing: a committer's wait on the watermark
+    /// or its batch.
+    pub(crate) fn time_wait<E: Env, T>(&self, env: &E, timing: bool, wait: impl FnOnce() -> T) -> T {
+        if !timing {
+            return wait();
+        }
+        let asked = env.now();
+        let value = wait();
+        self.acquisitions.fetch_add(1, Ordering::Relaxed);
+        self.add_wait(env.now().saturating_sub(asked));
+        value
+    }
+}
+
+fn nanos(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// A lock guard (`std`'s, or another `G` such as `env::sync`'s) that, when timing is on, adds how long it was
@@ -89,10 +122,17 @@ pub(crate) struct Metered<'a, T, E: Env, G = MutexGuard<'a, T>> {
 }
 
 impl<'a, T, E: Env, G: DerefMut<Target = T>> Metered<'a, T, E, G> {
-    /// `guard`, just taken; timed against `meter` when `timing` is on.
-    pub(crate) fn new(guard: G, env: &'a E, meter: &'a LockMeter, timing: bool) -> Self {
-        let timing = timing.then(|| (env, meter, env.now()));
-        Self { guard, value: PhantomData, timing }
+    /// Take the lock with `lock`, timed against `meter` when `timing` is on: how long the taker waited for it,
+    /// then how long it is held (ADR-0186).
+    pub(crate) fn take(env: &'a E, meter: &'a LockMeter, timing: bool, lock: impl FnOnce() -> G) -> Self {
+        if !timing {
+            return Self { guard: lock(), value: PhantomData, timing: None };
+        }
+        let asked = env.now();
+        let guard = lock();
+        let taken = env.now();
+        meter.add_wait(taken.saturating_sub(asked));
+        Self { guard, value: PhantomData, timing: Some((env, meter, taken)) }
     }
 }
 
@@ -130,11 +170,11 @@ mod tests {
     fn counts_only_when_timing_is_on() {
         let env = env::SimEnv::new(1);
         let (lock, meter) = (Mutex::new(0u32), LockMeter::default());
-        drop(Metered::new(lock.lock().unwrap(), &env, &meter, false));
+        drop(Metered::take(&env, &meter, false, || lock.lock().unwrap()));
         assert_eq!(meter.read(), LockHold::default());
         let start = env.now();
         {
-            let mut held = Metered::new(lock.lock().unwrap(), &env, &meter, true);
+            let mut held = Metered::take(&env, &meter, true, || lock.lock().unwrap());
             *held += 1;
             env.sleep(Duration::from_micros(7));
         }
@@ -142,6 +182,28 @@ mod tests {
         let hold = meter.read();
         assert_eq!((hold.acquisitions, *lock.lock().unwrap()), (1, 1));
         assert!(hold.held_ns >= 7_000 && hold.held_ns <= elapsed_ns, "{hold:?} of {elapsed_ns} ns");
-        assert_eq!(hold.since(LockHold { acquisitions: 1, held_ns: 1000 }).held_ns, hold.held_ns - 1000);
+        assert_eq!(hold.since(LockHold { acquisitions: 1, held_ns: 1000, waited_ns: 0 }).held_ns, hold.held_ns - 1000);
+    }
+
+    /// `take` adds the time between asking and getting the lock to the meter's waits, and the hold as `new` does;
+    /// `time_wait` counts one wait and its time. Off, neither counts.
+    #[test]
+    fn take_and_time_wait_count_the_waits() {
+        let env = env::SimEnv::new(2);
+        let (lock, meter) = (Mutex::new(0u32), LockMeter::default());
+        drop(Metered::take(&env, &meter, false, || lock.lock().unwrap()));
+        meter.time_wait(&env, false, || env.sleep(Duration::from_micros(3)));
+        assert_eq!(meter.read(), LockHold::default());
+        let held = Metered::take(&env, &meter, true, || {
+            env.sleep(Duration::from_micros(5));
+            lock.lock().unwrap()
+        });
+        drop(held);
+        let hold = meter.read();
+        assert!(hold.acquisitions == 1 && hold.waited_ns >= 5_000, "{hold:?}");
+        let before = meter.read();
+        meter.time_wait(&env, true, || env.sleep(Duration::from_micros(11)));
+        let waited = meter.read().since(before);
+        assert!(waited.acquisitions == 1 && waited.held_ns == 0 && waited.waited_ns >= 11_000, "{waited:?}");
     }
 }

@@ -116,12 +116,13 @@ impl<F: env::File> ReadCache<F> {
         locked: impl FnOnce() -> (Cached<F>, Sequence),
         read: impl FnOnce(&Arc<ViewSources<F>>, Sequence) -> T,
     ) -> T {
-        let cell = self.cell();
-        let fast = cell.as_ref().and_then(|cell| cell.take()).and_then(|cached| self.validate(cached));
+        // The cell is borrowed from the thread's list, not cloned: no reference count moves (ADR-0188).
+        let (has_cell, taken) = self.with_cell(ViewCell::take).map_or((false, None), |taken| (true, taken));
+        let fast = taken.and_then(|cached| self.validate(cached));
         let (cached, visible) = fast.unwrap_or_else(locked);
         let value = read(&cached.sources, visible);
-        if let Some(cell) = cell {
-            self.put_back(&cell, cached, closed);
+        if has_cell {
+            self.with_cell(|cell| self.put_back(cell, cached, closed));
         }
         value
     }
@@ -136,7 +137,7 @@ impl<F: env::File> ReadCache<F> {
     /// Take this thread's cached sources out of its cell, as [`ReadCache::read`] does first.
     #[cfg(test)]
     fn take_own(&self) -> Option<Cached<F>> {
-        self.cell().and_then(|cell| cell.take())
+        self.with_cell(ViewCell::take).flatten()
     }
 
     /// Keep `cached` in `cell` for the next read, unless it is stale or the database closed (then an emptying
@@ -149,24 +150,27 @@ impl<F: env::File> ReadCache<F> {
         drop(replaced);
     }
 
-    /// This thread's cell for this database, made on first use; `None` beyond [`DATABASE_CELLS_MAX`] threads.
-    fn cell(&self) -> Option<Arc<ViewCell<F>>> {
+    /// `use_cell` on this thread's cell for this database, borrowed from the thread's list (made on first use);
+    /// `None` beyond [`DATABASE_CELLS_MAX`] threads. `use_cell` runs with the list borrowed: it must not read.
+    fn with_cell<R>(&self, use_cell: impl FnOnce(&ViewCell<F>) -> R) -> Option<R> {
         CELLS.with(|cells| {
-            let found = cells.borrow().iter().find(|(id, _)| *id == self.id).map(|(_, cell)| Arc::clone(cell));
-            match found {
-                Some(cell) => cell.downcast::<ViewCell<F>>().ok(),
-                None => {
-                    let cell = self.register()?;
-                    let mut cells = cells.borrow_mut();
-                    // A cell its database no longer holds (dropped) is dead weight.
-                    cells.retain(|(_, cell)| Arc::weak_count(cell) > 0);
-                    if cells.len() >= THREAD_CELLS_MAX {
-                        cells.remove(0);
-                    }
-                    cells.push((self.id, Arc::clone(&cell) as Arc<dyn Any + Send + Sync>));
-                    Some(cell)
+            {
+                let listed = cells.borrow();
+                let found = listed.iter().find(|(id, _)| *id == self.id);
+                if let Some((_, cell)) = found {
+                    return cell.downcast_ref::<ViewCell<F>>().map(use_cell);
                 }
             }
+            let cell = self.register()?;
+            let mut listed = cells.borrow_mut();
+            // A cell its database no longer holds (dropped) is dead weight.
+            listed.retain(|(_, cell)| Arc::weak_count(cell) > 0);
+            if listed.len() >= THREAD_CELLS_MAX {
+                listed.remove(0);
+            }
+            listed.push((self.id, Arc::clone(&cell) as Arc<dyn Any + Send + Sync>));
+            drop(listed);
+            Some(use_cell(&cell))
         })
     }
 

@@ -15,7 +15,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use env::{Env, TaskHandle};
@@ -35,7 +35,7 @@ use crate::version::Version;
 use crate::view::{ClosedFlag, ReadView, ViewSources};
 use crate::wal::Batch;
 use crate::wal_writer::WalWriter;
-use crate::watermark::{Completed, Marks, Watermark};
+use crate::watermark::{Completed, Marks, VISIBLE_SPINS_MAX, Watermark};
 
 /// A commit appended to the log and not yet acknowledged.
 #[derive(Debug)]
@@ -224,6 +224,8 @@ pub(crate) struct Inner<E: Env> {
     watermark: Watermark,
     /// Set when a background or write error leaves the on-disk state unknown: writes fail until reopen. A leaf.
     poisoned: Mutex<Option<Error>>,
+    /// Whether `poisoned` holds a failure: set once, under its lock, after it is filled.
+    poison_set: AtomicBool,
     pub(crate) closed: ClosedFlag,
     pub(crate) lock: Mutex<Option<E::Lock>>,
     /// How long the writer, registry and view locks are held (ADR-0119); counted only with
@@ -240,6 +242,9 @@ struct LockMeters {
     watermark: LockMeter,
     /// The log lock's (ADR-0134): every segment's [`WalWriter`] shares it.
     log: Arc<LockMeter>,
+    /// Committers' waits for visibility and for their batch (ADR-0186): waits, not locks.
+    visibility_wait: LockMeter,
+    batch_wait: LockMeter,
 }
 
 impl<E: Env> Inner<E> {
@@ -271,6 +276,7 @@ impl<E: Env> Inner<E> {
             dooms: AtomicU64::new(0),
             watermark,
             poisoned: Mutex::new(None),
+            poison_set: AtomicBool::new(false),
             closed,
             lock: Mutex::new(Some(lock)),
             meters,
@@ -280,25 +286,26 @@ impl<E: Env> Inner<E> {
     /// The writer lock: held across log appends, rotations and manifest installs, never by a reader.
     /// Its `last_sequence` is brought up to the read view's visible sequence first.
     pub(crate) fn state(&self) -> Metered<'_, State<E>, E> {
-        let mut guard = self.state.lock().expect("engine state poisoned by a panic");
+        let lock = || self.state.lock().expect("engine state poisoned by a panic");
+        let mut guard = Metered::take(&self.env, &self.meters.writer, self.options.lock_timing, lock);
         guard.last_sequence = guard.last_sequence.max(self.read_cache.visible());
-        Metered::new(guard, &self.env, &self.meters.writer, self.options.lock_timing)
+        guard
     }
 
     /// The registry lock: the conflict tracker and the live snapshots. No IO under it.
     pub(crate) fn registry(&self) -> Metered<'_, Registry, E> {
-        let guard = self.registry.lock().expect("transaction registry poisoned by a panic");
-        Metered::new(guard, &self.env, &self.meters.registry, self.options.lock_timing)
+        let lock = || self.registry.lock().expect("transaction registry poisoned by a panic");
+        Metered::take(&self.env, &self.meters.registry, self.options.lock_timing, lock)
     }
 
     /// The visibility watermark's lock (ADR-0133): below the writer lock, above the registry lock.
     fn watermark(&self) -> Metered<'_, Marks, E, env::sync::MutexGuard<'_, Marks>> {
-        Metered::new(self.watermark.lock(), &self.env, &self.meters.watermark, self.options.lock_timing)
+        Metered::take(&self.env, &self.meters.watermark, self.options.lock_timing, || self.watermark.lock())
     }
 
     fn published(&self) -> Metered<'_, Published<E::File>, E> {
-        let guard = self.view.lock().expect("read view poisoned by a panic");
-        Metered::new(guard, &self.env, &self.meters.view, self.options.lock_timing)
+        let lock = || self.view.lock().expect("read view poisoned by a panic");
+        Metered::take(&self.env, &self.meters.view, self.options.lock_timing, lock)
     }
 
     /// How long each shared lock has been held so far (all zero unless `Options::lock_timing` is on).
@@ -306,7 +313,8 @@ impl<E: Env> Inner<E> {
         let meters = &self.meters;
         let (writer, registry) = (meters.writer.read(), meters.registry.read());
         let (view, watermark, log) = (meters.view.read(), meters.watermark.read(), meters.log.read());
-        LockHolds { writer, registry, view, watermark, log }
+        let (visibility_wait, batch_wait) = (meters.visibility_wait.read(), meters.batch_wait.read());
+        LockHolds { writer, registry, view, watermark, log, visibility_wait, batch_wait }
     }
 
     /// Publish the writer's memtables and version to readers. Under the writer lock (so publications happen in
@@ -419,11 +427,31 @@ impl<E: Env> Inner<E> {
 
     /// Block until every commit up to `last` is visible and registered; `Error::Closed` if it never becomes so.
     /// Never waits under `SimEnv` (a commit completes in the step that appends it).
+    /// It first watches the lock-free watermark for [`VISIBLE_SPINS_MAX`] checks (ADR-0187): the commits before
+    /// it are inserting on other cores, and a sleep and wake on the condition variable costs more than they take.
     pub(crate) fn wait_visible(&self, last: Sequence) -> Result<()> {
-        if self.watermark.wait_for(last) {
+        if self.registered_visible() >= last {
+            return Ok(());
+        }
+        let visible = self.meters.visibility_wait.time_wait(&self.env, self.options.lock_timing, || {
+            for _ in 0..VISIBLE_SPINS_MAX {
+                std::hint::spin_loop();
+                if self.registered_visible() >= last {
+                    return true;
+                }
+            }
+            self.watermark.wait_for(last)
+        });
+        if visible {
             return Ok(());
         }
         Err(Error::Closed { reason: format!("sequence {last} not visible after every wait") })
+    }
+
+    /// A synced committer's wait for its batch's task (ADR-0081), timed as a wait (ADR-0186).
+    pub(crate) fn wait_for_batch(&self, batch: &TaskHandle) -> Result<()> {
+        let timing = self.options.lock_timing;
+        Ok(self.meters.batch_wait.time_wait(&self.env, timing, || self.env.wait(batch))?)
     }
 
     #[cfg(test)]
@@ -448,11 +476,13 @@ impl<E: Env> Inner<E> {
         let mut poisoned = self.poisoned.lock().expect("poison slot poisoned by a panic");
         if poisoned.is_none() {
             *poisoned = Some(error.clone());
+            self.poison_set.store(true, Ordering::Release);
         }
     }
 
+    /// Read without the poison slot's lock while nothing failed (every commit checks it, ADR-0187).
     pub(crate) fn is_poisoned(&self) -> bool {
-        self.poisoned.lock().expect("poison slot poisoned by a panic").is_some()
+        self.poison_set.load(Ordering::Acquire)
     }
 
     /// Every call fails once the database is closed (reads too; a poisoned database still reads).
@@ -465,6 +495,9 @@ impl<E: Env> Inner<E> {
 
     pub(crate) fn check_writable(&self) -> Result<()> {
         self.check_open()?;
+        if !self.is_poisoned() {
+            return Ok(());
+        }
         match &*self.poisoned.lock().expect("poison slot poisoned by a panic") {
             // A crash cut the earlier failure: say so, so the caller knows this instance must be dropped.
             Some(error) if error.is_crash() => Err(error.clone()),

@@ -16,6 +16,7 @@
 //! always the first byte of a group, so the zero gap ADR-0067 leaves is never written).
 
 use std::mem;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use env::{Env, File};
@@ -27,6 +28,9 @@ use crate::wal::{RECORD_HEADER_BYTES, RecordKind, encode_record_into, next_appen
 /// The most bytes waiting to be written before the committer that pushed them past this writes them itself,
 /// under the writer lock (the buffer never grows without bound when leaders fall behind).
 pub(crate) const LOG_PENDING_BYTES_MAX: usize = 1 << 20;
+/// How many times a committer whose record a leader is writing checks the written end, a spin hint between
+/// checks, before it blocks on the log lock (ADR-0187): a group's write takes a few µs, less than a sleep and wake.
+pub(crate) const LOG_SPINS_MAX: u32 = 512;
 
 /// What the log lock guards: how far the segment is written, and whether a write failed.
 #[derive(Debug, Default)]
@@ -55,6 +59,11 @@ struct Pending {
 pub(crate) struct LogTail<E: Env> {
     file: Arc<E::File>,
     written: Mutex<Written>,
+    /// `Written::end`, readable without the log lock: a follower whose end is written returns without taking
+    /// it (ADR-0187). Stored after each successful write, under the log lock.
+    written_end: AtomicU64,
+    /// Whether a leader is writing now: a follower watches `written_end` only then (set under the log lock).
+    writing: AtomicBool,
     pending: Mutex<Pending>,
     env: E,
     /// The log lock's meter (ADR-0119), shared by every segment of the database.
@@ -65,13 +74,29 @@ pub(crate) struct LogTail<E: Env> {
 impl<E: Env> LogTail<E> {
     fn new(env: E, file: E::File, meter: Arc<LockMeter>, timing: bool) -> Self {
         let (written, pending) = (Mutex::default(), Mutex::default());
-        Self { file: Arc::new(file), written, pending, env, meter, timing }
+        let (written_end, writing) = (AtomicU64::new(0), AtomicBool::new(false));
+        Self { file: Arc::new(file), written, written_end, writing, pending, env, meter, timing }
     }
 
     /// The log lock: held across a group's write, never while taking the writer lock.
     fn written(&self) -> Metered<'_, Written, E> {
-        let guard = self.written.lock().expect("log lock poisoned by a panic");
-        Metered::new(guard, &self.env, &self.meter, self.timing)
+        let lock = || self.written.lock().expect("log lock poisoned by a panic");
+        Metered::take(&self.env, &self.meter, self.timing, lock)
+    }
+
+    /// Whether every byte below `end` was written, watched without the log lock while a leader writes, for at
+    /// most [`LOG_SPINS_MAX`] checks (ADR-0187). False when no leader is writing: the caller takes the lock.
+    fn written_without_lock(&self, end: u64) -> bool {
+        for _ in 0..LOG_SPINS_MAX {
+            if self.written_end.load(Ordering::Acquire) >= end {
+                return true;
+            }
+            if !self.writing.load(Ordering::Acquire) {
+                return false;
+            }
+            std::hint::spin_loop();
+        }
+        self.written_end.load(Ordering::Acquire) >= end
     }
 
     fn pending(&self) -> std::sync::MutexGuard<'_, Pending> {
@@ -98,6 +123,9 @@ impl<E: Env> LogTail<E> {
     /// else by writing every pending byte in one call (the leader). The failure of this or any earlier write
     /// when `end` was not reached. `u64::MAX` writes everything pending.
     pub(crate) fn write_through(&self, end: u64) -> Result<()> {
+        if self.written_without_lock(end) {
+            return Ok(());
+        }
         let mut written = self.written();
         if end <= written.end {
             return Ok(());
@@ -120,7 +148,13 @@ impl<E: Env> LogTail<E> {
             return Ok(());
         }
         assert!(start >= written.end, "a log group at {start} starts below the written end {}", written.end);
-        match write_pieces(&*self.file, start, &bytes, &splits) {
+        self.writing.store(true, Ordering::Release);
+        let wrote = write_pieces(&*self.file, start, &bytes, &splits);
+        if wrote.is_ok() {
+            self.written_end.store(start + bytes.len() as u64, Ordering::Release);
+        }
+        self.writing.store(false, Ordering::Release);
+        match wrote {
             Ok(()) => {
                 written.end = start + bytes.len() as u64;
                 written.spare = bytes;
@@ -350,6 +384,29 @@ mod tests {
             })
             .collect();
         assert_eq!((scan.end, firsts), (WalEnd::Clean, vec![1, 2, 3]));
+    }
+
+    /// ADR-0187: a follower whose end a leader wrote returns without taking the log lock; one whose end is not
+    /// written, with no leader writing, takes it at once and writes (no spin).
+    #[test]
+    fn a_follower_whose_end_is_written_takes_no_log_lock() {
+        let env = env::SimEnv::new(4);
+        let file = env.open(std::path::Path::new("/wal-000001.log"), env::OpenOptions::create_new()).expect("open");
+        let mut writer = WalWriter::new(&env, file, 1, Arc::default(), true);
+        let ends: Vec<u64> = (1..=3)
+            .map(|first| writer.append(RecordKind::Batch, &encode_batch(&batch(first, &["k"])), false).unwrap())
+            .collect();
+        let takes = |writer: &WalWriter<env::SimEnv>| writer.tail.meter.read().acquisitions;
+        writer.tail.write_through(ends[2]).unwrap();
+        let after_leader = takes(&writer);
+        assert_eq!(after_leader, 1, "the leader took the log lock once");
+        for end in &ends {
+            writer.tail.write_through(*end).unwrap();
+        }
+        assert_eq!(takes(&writer), after_leader, "a follower whose end was written took the log lock");
+        let end = writer.append(RecordKind::Batch, &encode_batch(&batch(4, &["k"])), false).unwrap();
+        writer.tail.write_through(end).unwrap();
+        assert_eq!((takes(&writer), writer.tail.file.len().unwrap()), (after_leader + 1, end));
     }
 
     /// A failed group write fails every committer whose record it held and every later one, and a committer whose

@@ -17,6 +17,11 @@ use crate::types::Sequence;
 pub(crate) const COMPLETED_WAITING_MAX: usize = 1 << 16;
 /// How many prefix advances a waiter sleeps through before giving up (each is at least one commit landing).
 pub(crate) const VISIBILITY_WAITS_MAX: u32 = 1 << 24;
+/// How many times a committer checks the lock-free watermark, a spin hint between checks, before it sleeps on the
+/// condition variable (ADR-0187). Like RocksDB's `AwaitState`, which spins 200 `pause`s before it yields and
+/// blocks: the commits a committer waits for are inserting on other cores, and a few µs of them cost less than a
+/// futex sleep and wake. Bounded so a waiter behind a preempted inserter soon sleeps.
+pub(crate) const VISIBLE_SPINS_MAX: u32 = 512;
 
 /// A commit whose writes are all in the memtable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

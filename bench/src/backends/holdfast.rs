@@ -83,9 +83,12 @@ impl Holdfast {
     fn sample(&self) -> Option<LockSample> {
         let stats = self.db.stats();
         let holds = stats.lock_holds;
-        let locks = [holds.writer, holds.registry, holds.view, holds.watermark, holds.log]
-            .map(|hold| (hold.acquisitions, hold.held_ns));
-        LOCK_TIMING.load(Ordering::Relaxed).then_some(LockSample { commits: stats.commits, locks })
+        let every = [holds.writer, holds.registry, holds.view, holds.watermark, holds.log];
+        let locks = every.map(|hold| (hold.acquisitions, hold.held_ns));
+        let lock_waits_ns = every.map(|hold| hold.waited_ns);
+        let waits = [holds.visibility_wait, holds.batch_wait].map(|wait| (wait.acquisitions, wait.waited_ns));
+        let sample = LockSample { commits: stats.commits, locks, lock_waits_ns, waits };
+        LOCK_TIMING.load(Ordering::Relaxed).then_some(sample)
     }
 }
 
