@@ -358,14 +358,23 @@ fn workload() -> TxnConfig {
     config
 }
 
+/// The most rounds the test runs until commits overlapped in one: on a loaded machine the OS may run the client
+/// threads one after another for a whole round (2 of 500 loop runs beside three builds on the 2-core VM).
+const OVERLAP_ROUNDS_MAX: usize = 3;
+
 #[test]
 fn transactions_on_real_threads_are_serializable() {
-    let verdict = round(&workload(), None, ROUND_BUDGET);
-    println!("{}", verdict.summary());
-    assert!(verdict.bad_reads.is_empty() && verdict.cycles.is_empty(), "{}", verdict.summary());
-    assert!(verdict.commits > 0 && verdict.finished > 0, "the round did work: {}", verdict.summary());
-    assert!(verdict.concurrent_commits > 0, "commits overlapped on the threads: {}", verdict.summary());
-    assert!(verdict.flushes > 0, "memtables flushed meanwhile: {}", verdict.summary());
+    for attempt in 1..=OVERLAP_ROUNDS_MAX {
+        let verdict = round(&workload(), None, ROUND_BUDGET);
+        println!("round {attempt}: {}", verdict.summary());
+        assert!(verdict.bad_reads.is_empty() && verdict.cycles.is_empty(), "{}", verdict.summary());
+        assert!(verdict.commits > 0 && verdict.finished > 0, "the round did work: {}", verdict.summary());
+        assert!(verdict.flushes > 0, "memtables flushed meanwhile: {}", verdict.summary());
+        if verdict.concurrent_commits > 0 {
+            return;
+        }
+    }
+    panic!("commits never overlapped on the threads in {OVERLAP_ROUNDS_MAX} rounds: the test checked no concurrency");
 }
 
 /// The most rounds the canary test runs looking for a cycle.
