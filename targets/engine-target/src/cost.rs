@@ -55,6 +55,9 @@ pub fn bloom_passes_max(probes: u64, rate: f64) -> u64 {
 pub(crate) struct CostState {
     /// Per file, what the last measured engine call cost (`measure`).
     last_call: Vec<(PathBuf, CostCounters)>,
+    /// The model knew nothing of the key the last point read looked up (never written, deleted or read): no
+    /// table holds a version of it. A key read once is known after, so only its first read counts.
+    pub(crate) unknown_key: bool,
     /// The Bloom negatives of the live tables before the last measured call, then during it.
     bloom_negatives: u64,
     /// Tables whose key range held a never-written key a point read looked up, and how many of them their Bloom
@@ -64,6 +67,13 @@ pub(crate) struct CostState {
 }
 
 impl CostState {
+    /// The Bloom probes of never-written keys, and their passes, as coverage counters (`bloom.absent_probes`,
+    /// `bloom.absent_passes`): how much evidence `cost.bloom_false_positives` had.
+    pub(crate) fn add_to(&self, coverage: &mut holdfast::Coverage) {
+        coverage.add("bloom.absent_probes", self.bloom_probes);
+        coverage.add("bloom.absent_passes", self.bloom_passes);
+    }
+
     /// Before an engine call whose cost the contract checks.
     pub(crate) fn before_call(&mut self, env: &SimEnv, db: &Db<SimEnv>) {
         self.last_call = env.step_files();
@@ -133,7 +143,7 @@ impl EngineTarget {
                 ));
             }
         }
-        if self.model.known_keys_in(key, key.saturating_add(1)).is_empty() {
+        if self.cost.unknown_key {
             self.count_bloom_probes(key, covering.len() as u64)?;
         }
         Ok(())

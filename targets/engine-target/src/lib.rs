@@ -362,6 +362,7 @@ impl Target for EngineTarget {
     fn coverage(&self, coverage: &mut Coverage) {
         coverage.merge(&self.counters);
         self.damage_reads.add_to(coverage);
+        self.cost.add_to(coverage);
         if let Some(db) = &self.db {
             let stats = db.stats();
             coverage.add("flushes", stats.flush_count);

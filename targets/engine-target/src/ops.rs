@@ -154,6 +154,7 @@ impl EngineTarget {
 
     pub(crate) fn get(&mut self, world: &mut World, key: u32) -> Outcome {
         let db = self.db.as_ref().expect("the framework opens the system before an operation");
+        self.cost.unknown_key = self.model.known_keys_in(key, key.saturating_add(1)).is_empty();
         self.cost.before_call(world.env(), db);
         let result = db.get(RenderedKey::new(key).as_bytes());
         self.cost.after_call(world.env(), db);
