@@ -5,7 +5,9 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use env::{CostCounters, IoKind, LatencyHistogram};
+use std::path::{Path, PathBuf};
+
+use env::{CostCounters, IoKind, LatencyHistogram, SimEnv};
 use serde::{Deserialize, Serialize};
 
 use crate::step::{Observed, Step};
@@ -45,6 +47,43 @@ impl<Op, O> StepCost<'_, Op, O> {
             (Some(op), Some(Observed::Op(observation))) => Some((op, observation)),
             _ => None,
         }
+    }
+}
+
+/// What one call into the system cost, per file: the world's step figures ([`SimEnv::step_files`]) after it
+/// minus before. A contract on a call (a put syncs its log once) measures the call itself this way, not the
+/// whole step, which may also reopen the system (ADR-0182).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CallCost {
+    /// Per path the call touched, in path order.
+    pub files: Vec<(PathBuf, CostCounters)>,
+}
+
+impl CallCost {
+    /// Run `call` and measure it.
+    pub fn measure<R>(env: &SimEnv, call: impl FnOnce() -> R) -> (R, CallCost) {
+        let before = env.step_files();
+        let result = call();
+        let files = env
+            .step_files()
+            .into_iter()
+            .map(|(path, after)| {
+                let earlier = before.binary_search_by(|(known, _)| known.as_path().cmp(&path)).ok();
+                let delta = earlier.map_or(after, |index| after.since(&before[index].1));
+                (path, delta)
+            })
+            .filter(|(_, delta)| *delta != CostCounters::default())
+            .collect();
+        (result, CallCost { files })
+    }
+
+    /// The sum over the files `which` picks.
+    pub fn sum_where(&self, which: impl Fn(&Path) -> bool) -> CostCounters {
+        let mut total = CostCounters::default();
+        for (_, io) in self.files.iter().filter(|(path, _)| which(path)) {
+            total.add(io);
+        }
+        total
     }
 }
 

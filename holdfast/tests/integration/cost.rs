@@ -20,8 +20,8 @@ fn a_cost_bug_fails_with_its_own_signature_and_shrinks() {
     assert_eq!((failure.invariant.as_str(), failure.kind), ("cost.syncs_per_put", FailureKind::Cost));
     assert!(run::<false>(1, Device::Nvme).passed(), "the same seed without the waste passes");
     let schedule = holdfast::parse_schedule::<Toy<true, true>>(&failing.schedule.to_json()).expect("round trip");
-    let shrunk =
-        holdfast::shrink::shrink_schedule::<Toy<true, true>>(&schedule, &RunOptions::default(), 2_000).expect("shrinks");
+    let shrunk = holdfast::shrink::shrink_schedule::<Toy<true, true>>(&schedule, &RunOptions::default(), 2_000)
+        .expect("shrinks");
     assert_eq!(shrunk.signature, failure.signature());
     assert!(shrunk.steps_after <= 2, "shrunk to {} steps: {:?}", shrunk.steps_after, shrunk.schedule.steps);
 }

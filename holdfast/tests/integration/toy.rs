@@ -66,7 +66,7 @@ impl<const SAFE: bool, const WASTEFUL: bool> Toy<SAFE, WASTEFUL> {
         let file = self.env().open(&target, OpenOptions::create_truncate())?;
         file.write_all_at(0, &value.to_le_bytes())?;
         file.sync()?;
-        if WASTEFUL && value % 4 == 0 {
+        if WASTEFUL && value.is_multiple_of(4) {
             file.sync()?;
         }
         if SAFE {

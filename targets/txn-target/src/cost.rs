@@ -7,9 +7,9 @@
 
 use std::path::PathBuf;
 
+use holdfast::Violation;
 use holdfast::cost::cost_violation;
 use holdfast::env::{CostCounters, SimEnv};
-use holdfast::Violation;
 
 /// Every cost invariant the transaction target checks.
 pub const COST_INVARIANTS: &[&str] = &["cost.log_syncs_per_ack"];
@@ -26,9 +26,9 @@ pub(crate) struct AckCost {
 }
 
 fn log_totals(files: &[(PathBuf, CostCounters)]) -> (u64, u64) {
-    let logs = files.iter().filter(|(path, _)| {
-        path.file_name().is_some_and(|name| name.as_encoded_bytes().starts_with(b"wal-"))
-    });
+    let logs = files
+        .iter()
+        .filter(|(path, _)| path.file_name().is_some_and(|name| name.as_encoded_bytes().starts_with(b"wal-")));
     logs.fold((0, 0), |(syncs, opens), (_, io)| (syncs + io.file_syncs, opens + io.opens))
 }
 
