@@ -77,12 +77,15 @@ impl CostState {
     /// Before an engine call whose cost the contract checks.
     pub(crate) fn before_call(&mut self, env: &SimEnv, db: &Db<SimEnv>) {
         self.last_call = env.step_files();
-        self.bloom_negatives = db.bloom_negatives();
+        // The filters' counts matter only for a read of an unknown key (`count_bloom_probes`): not read otherwise.
+        self.bloom_negatives = if self.unknown_key { db.bloom_negatives() } else { 0 };
     }
 
     /// After it: what it cost per file.
     pub(crate) fn after_call(&mut self, env: &SimEnv, db: &Db<SimEnv>) {
-        self.bloom_negatives = db.bloom_negatives().saturating_sub(self.bloom_negatives);
+        if self.unknown_key {
+            self.bloom_negatives = db.bloom_negatives().saturating_sub(self.bloom_negatives);
+        }
         let before = std::mem::take(&mut self.last_call);
         self.last_call = env
             .step_files()

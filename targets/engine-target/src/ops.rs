@@ -122,6 +122,7 @@ impl EngineTarget {
             _ => None,
         };
         let db = self.db.as_ref().expect("the framework opens the system before an operation");
+        self.cost.unknown_key = false;
         self.cost.before_call(world.env(), db);
         let result = match &bytes {
             Some(bytes) => db.put(RenderedKey::new(key).as_bytes(), bytes),
