@@ -175,7 +175,14 @@ impl Target for WalKvTarget {
     }
 
     fn new(_env: &SimEnv, config: &Config) -> Self {
-        Self { store: None, config: config.clone(), model: BTreeMap::new(), specs: BTreeMap::new(), next_value_id: 0, log_sync_calls: 0 }
+        Self {
+            store: None,
+            config: config.clone(),
+            model: BTreeMap::new(),
+            specs: BTreeMap::new(),
+            next_value_id: 0,
+            log_sync_calls: 0,
+        }
     }
 
     fn open(&mut self, env: &SimEnv) -> Result<(), SystemError> {
@@ -256,9 +263,11 @@ impl Target for WalKvTarget {
             return Ok(());
         }
         let is_log = |path: &Path| path.file_name().is_some_and(|name| name.as_encoded_bytes().starts_with(b"wal"));
-        let syncs: u64 = world.env().cost().files.iter().filter(|(path, _)| is_log(path)).map(|(_, io)| io.file_syncs).sum();
+        let syncs: u64 =
+            world.env().cost().files.iter().filter(|(path, _)| is_log(path)).map(|(_, io)| io.file_syncs).sum();
         if syncs > self.log_sync_calls {
-            let expected = format!("at most {} log syncs, one per open, put, delete and checkpoint", self.log_sync_calls);
+            let expected =
+                format!("at most {} log syncs, one per open, put, delete and checkpoint", self.log_sync_calls);
             return Err(holdfast::cost::cost_violation("cost.log_syncs", expected, format!("{syncs}")));
         }
         Ok(())
