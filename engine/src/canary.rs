@@ -16,6 +16,7 @@ pub const CANARIES: &[&str] = &[
     "completion-unpublished",
     "bloom-always-maybe",
     "flush-leaves-immutables",
+    "block-cache-never-inserts",
 ];
 
 #[cfg(feature = "canaries")]

@@ -17,11 +17,20 @@ use holdfast::cost::{StepCost, cost_violation};
 use holdfast::env::{CostCounters, SimEnv};
 use holdfast::{Violation, World};
 
+use crate::config::KEY_LIMIT_BYTES_MAX;
 use crate::{EngineTarget, Observation, Op};
 
+/// The fixed charge of a cached block beside its bytes and its two keys (`engine::sstable` `Block::charge_bytes`).
+const BLOCK_OVERHEAD_BYTES: usize = 128;
+
 /// Every cost invariant the engine target checks.
-pub const COST_INVARIANTS: &[&str] =
-    &["cost.bloom_false_positives", "cost.flush_drains", "cost.get_files_touched", "cost.log_syncs_per_write"];
+pub const COST_INVARIANTS: &[&str] = &[
+    "cost.block_cache_keeps",
+    "cost.bloom_false_positives",
+    "cost.flush_drains",
+    "cost.get_files_touched",
+    "cost.log_syncs_per_write",
+];
 /// Log syncs an acknowledged blind write may make: its group's sync and the seal of a segment it rotated away.
 pub const LOG_SYNCS_PER_WRITE_MAX: u64 = 2;
 /// How many times the design false-positive count a run may show before the excess counts ([`bloom_passes_max`]).
@@ -148,6 +157,34 @@ impl EngineTarget {
         }
         if self.cost.unknown_key {
             self.count_bloom_probes(key, covering.len() as u64)?;
+        }
+        self.check_cache_keeps(key)
+    }
+
+    /// `cost.block_cache_keeps`: a point read that read table blocks (cache misses) leaves the cache holding a
+    /// block, when a block it read fits a shard: the cache inserts what a miss read and evicts only to make room
+    /// for another insert, so it holds at least the last block it admitted. "Fits": the bytes read, plus two keys
+    /// at the run's key limit and the block's fixed overhead, within one shard's capacity.
+    fn check_cache_keeps(&self, key: u32) -> Result<(), Violation> {
+        let read: CostCounters = self.cost.last_call.iter().filter(|(path, _)| is_table(path)).fold(
+            CostCounters::default(),
+            |mut sum, (_, io)| {
+                sum.add(io);
+                sum
+            },
+        );
+        let db = self.db.as_ref().expect("checked open");
+        let (blocks, shard_bytes) = db.block_cache_blocks();
+        let key_limit = self.config.limits.as_ref().map_or(KEY_LIMIT_BYTES_MAX, |limits| limits.key_size_bytes_max);
+        let fits = read.bytes_read + 2 * key_limit + BLOCK_OVERHEAD_BYTES as u64 <= shard_bytes as u64;
+        if read.reads > 0 && fits && blocks == 0 {
+            return Err(cost_violation(
+                "cost.block_cache_keeps",
+                format!(
+                    "a point read of key {key} that missed the cache leaves a block in it ({shard_bytes} B shards)"
+                ),
+                format!("{} reads of {} bytes, the cache empty after", read.reads, read.bytes_read),
+            ));
         }
         Ok(())
     }
