@@ -226,6 +226,26 @@ mod tests {
         assert!(refused.is_err());
     }
 
+    /// `CallCost::measure` charges a call with what it did, per file, and nothing done before it in the step.
+    #[test]
+    fn a_call_is_measured_per_file() {
+        use env::{Env, File, OpenOptions};
+        let env = SimEnv::new(5);
+        env.create_dir_all(Path::new("/d")).expect("dir");
+        let earlier = env.open(Path::new("/d/a"), OpenOptions::create_new()).expect("create");
+        earlier.write_all_at(0, b"before").expect("write");
+        let ((), call) = CallCost::measure(&env, || {
+            earlier.write_all_at(6, b"during").expect("write");
+            earlier.sync().expect("sync");
+            env.sync_dir(Path::new("/d")).expect("sync dir");
+        });
+        let file = CostCounters { writes: 1, bytes_written: 6, file_syncs: 1, ..CostCounters::default() };
+        let a = call.sum_where(|path| path == Path::new("/d/a"));
+        assert_eq!(CostCounters { io_nanos: 0, ..a }, file, "the earlier open and write are not the call's");
+        assert_eq!(call.sum_where(|path| path == Path::new("/d")).dir_syncs, 1);
+        assert_eq!(call.files.len(), 2);
+    }
+
     /// Tagged, externally tagged and unit variants all name their kind.
     #[test]
     fn step_kinds_come_from_serde() {
