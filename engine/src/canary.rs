@@ -14,6 +14,9 @@ pub const CANARIES: &[&str] = &[
     "manifest-before-data",
     "damaged-segment-ends-log",
     "completion-unpublished",
+    "bloom-always-maybe",
+    "flush-leaves-immutables",
+    "block-cache-never-inserts",
 ];
 
 #[cfg(feature = "canaries")]
@@ -61,6 +64,7 @@ pub const TRANSACTION_CANARIES: &[&str] = &[
     "read-after-commit-edge-missed",
     "gc-drops-live-version",
     "completion-unpublished",
+    "sync-per-commit",
 ];
 
 /// Without the `canaries` feature no canary exists: always false.

@@ -455,6 +455,12 @@ fn sync_and_acknowledge<E: Env>(inner: &Arc<Inner<E>>, me: u64, file: &E::File, 
         state.wal.mark_synced(end);
     }
     let durable = take_durable(&mut state, false);
+    if crate::canary::active("sync-per-commit") {
+        // Canary (ADR-0185): the group's one sync repeated for each further commit it made durable.
+        for _ in 1..durable.len() {
+            file.sync()?;
+        }
+    }
     state.batches.last_size = durable.len();
     if state.batches.last_size > 1 {
         // One sync made several commits durable: a group commit batch.

@@ -54,6 +54,20 @@ impl<F: env::File> std::fmt::Debug for SkippedTables<F> {
 }
 
 impl<E: Env> Db<E> {
+    /// The block cache's blocks and its shard capacity (a block above it is never cached): the simulator's cost
+    /// contract checks that a point read which missed leaves a block behind (ADR-0184). Not on any hot path.
+    pub fn block_cache_blocks(&self) -> (usize, usize) {
+        (self.inner.cache.block_count(), self.inner.cache.shard_capacity_bytes())
+    }
+
+    /// How many point reads the live tables' Bloom filters answered "absent", summed over the tables since each
+    /// was opened (`TableStats::bloom_negatives`): the simulator compares it before and after one point read to
+    /// learn how many tables' filters ruled the key out (its cost contract, ADR-0184). Not on any hot path.
+    pub fn bloom_negatives(&self) -> u64 {
+        let state = self.inner.state();
+        state.version.tables().map(|live| live.table.stats().bloom_negatives).sum()
+    }
+
     /// Every live table, with the key range its manifest record names, and every live log segment, with the key
     /// range of every unflushed memtable together (a commit appended to one segment may be applied to the next
     /// segment's memtable when a rotation falls between its append and its acknowledgement). Files holding no

@@ -57,8 +57,9 @@ pub use random::{DeterministicHashMap, DeterministicHashSet, DeterministicRng, S
 pub use real::{CHILD_POLL_INTERVAL, ChildOutput, IDLE_WORKERS_MAX, RealEnv, TempDir, Watched};
 #[cfg(feature = "sim")]
 pub use sim::{
-    CrashImage, CrashShape, DiskModel, ExplicitFault, FaultConfig, FaultKeying, FaultKind, FaultRecord, FileReport,
-    NodeInfo, Persistence, SimEnv, WeakSimEnv, WorkBudgetExceeded,
+    Cost, CostCounters, CrashImage, CrashShape, Device, DeviceCosts, DiskModel, ExplicitFault, FaultConfig,
+    FaultKeying, FaultKind, FaultRecord, FileReport, IoKind, LatencyHistogram, NodeInfo, Persistence, SimEnv,
+    WeakSimEnv, WorkBudgetExceeded,
 };
 pub use task::{Task, TaskHandle, TaskStep};
 
@@ -299,6 +300,11 @@ pub trait Env: Clone + Send + Sync + Debug + 'static {
     /// assertion). Call it through [`probe!`]. `SimEnv` counts hits per name in its world
     /// ([`SimEnv::probe_counts`]); the default body, which `RealEnv` keeps, does nothing and allocates nothing.
     fn probe(&self, _name: &'static str) {}
+
+    /// Count `count` units of the system's own work under `name` (`engine.entries_compared`): work that costs
+    /// CPU rather than IO, so that a target can bound it like IO (ADR-0180). `SimEnv` adds it to its world's
+    /// [`SimEnv::cost`]; the default body, which `RealEnv` keeps, does nothing.
+    fn count_work(&self, _name: &'static str, _count: u64) {}
 
     /// True on a simulated environment.
     fn is_simulated(&self) -> bool;

@@ -36,6 +36,7 @@
 pub mod budget;
 pub mod cli;
 pub mod config;
+pub mod cost;
 pub mod digest;
 pub mod kit;
 pub mod models;

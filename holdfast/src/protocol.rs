@@ -12,6 +12,7 @@ use std::path::Path;
 use env::{DeterministicRng, ExplicitFault, Op, SimEnv, TaskStep};
 
 use crate::config::{ExplicitFaults, WorldConfig, healed_faults};
+use crate::cost::StepCost;
 use crate::step::{FaultAction, FaultOn, Observed, Step, WorldStep, file_family};
 use crate::target::{FailureKind, FaultSite, Target, Violation};
 use crate::world::{Claims, World};
@@ -30,6 +31,8 @@ pub(crate) struct Session<T: Target> {
     crashes_classified: u64,
     /// Where the finale is: `liveness` (faults healed, `Target::healthy`) or `final_crash` (the last power cut).
     pub(crate) stage: &'static str,
+    /// What the last step cost before the target's checks ran ([`Session::apply`]).
+    pub(crate) step_io: env::CostCounters,
 }
 
 impl<T: Target> Session<T> {
@@ -46,6 +49,7 @@ impl<T: Target> Session<T> {
             config: config.clone(),
             crashes_classified: 0,
             stage: "step",
+            step_io: env::CostCounters::default(),
         };
         session.open_system()?;
         Ok(session)
@@ -158,7 +162,11 @@ impl<T: Target> Session<T> {
             // A thread the world did not start called into it (ADR-0169): the run's failure, named.
             std::panic::panic_any(refused);
         }
+        // The step's cost is the system's work: the target's own checks after it are not counted against it.
+        let io = self.env().step_cost();
+        self.step_io = io;
         self.target.check(&mut self.world, Some(&observed))?;
+        self.check_cost(Some(step), Some(&observed), io)?;
         Ok(observed)
     }
 
@@ -354,7 +362,20 @@ impl<T: Target> Session<T> {
                 "it did not",
             ));
         }
-        self.target.check(&mut self.world, None)
+        let io = self.env().step_cost();
+        self.target.check(&mut self.world, None)?;
+        self.check_cost(None, None, io)
+    }
+
+    /// The target's cost contract on what the step (or, `None`, the finale) cost ([`Target::check_cost`]).
+    fn check_cost(
+        &mut self,
+        step: Option<&Step<T::Op>>,
+        observed: Option<&Observed<T::Observation>>,
+        io: env::CostCounters,
+    ) -> Result<(), Violation> {
+        let run = self.env().cost_total();
+        self.target.check_cost(&mut self.world, &StepCost { step, observed, io, run })
     }
 
     /// Heal faults and BUGGIFY, reopen cleanly, and ask the target whether it is healthy.

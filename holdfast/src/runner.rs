@@ -7,11 +7,12 @@ use std::hash::Hasher;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use env::{DeterministicRng, DiskModel, Persistence, SimEnv, StableHasher};
+use env::{CostCounters, DeterministicRng, Device, DiskModel, Persistence, SimEnv, StableHasher};
 use serde::{Deserialize, Serialize};
 
 use crate::budget::{WORK_BUDGET_INVARIANT, work_limit};
 use crate::config::{FaultProfile, WorldConfig};
+use crate::cost::{CostReport, step_kind};
 use crate::digest::digest_serde;
 use crate::protocol::Session;
 use crate::schedule::{Schedule, ScheduleOf};
@@ -64,6 +65,11 @@ pub struct RunOptions {
     /// Record the shape of what each keyed crash kept ([`Outcome::recorded_crash_shapes`], ADR-0172): what the
     /// shrinker pins. Changes no decision and no digest.
     pub record_crash_shapes: bool,
+    /// The device pricing the world's IO (ADR-0181); `None`: drawn from the seed. Changes no decision and no
+    /// digest, only the simulated latencies.
+    pub device: Option<Device>,
+    /// Record each step's cost by kind of step ([`Outcome::cost_report`], `--cost-report`, ADR-0183).
+    pub cost_report: bool,
 }
 
 impl RunOptions {
@@ -91,6 +97,8 @@ impl Default for RunOptions {
             keep_crash_image: false,
             classify_crashes: false,
             record_crash_shapes: false,
+            device: Some(Device::Nvme),
+            cost_report: false,
         }
     }
 }
@@ -172,6 +180,10 @@ pub struct Outcome<C, O> {
     /// For each keyed crash, the step it happened in and the shape of what it kept, when
     /// [`RunOptions::record_crash_shapes`] asked (ADR-0172).
     pub recorded_crash_shapes: Vec<(u64, env::CrashShape)>,
+    /// What the run's IO cost (ADR-0180); `None` when a panic poisoned the world.
+    pub cost: Option<env::Cost>,
+    /// Each step's cost by kind of step, when [`RunOptions::cost_report`] asked (ADR-0183).
+    pub cost_report: CostReport,
 }
 
 /// The outcome type of target `T`.
@@ -255,6 +267,9 @@ struct Recorder<T: Target> {
     record_step_digests: bool,
     record_trace: bool,
     work_steps: u64,
+    /// Each step's cost by kind, when asked ([`RunOptions::cost_report`]).
+    cost_report: CostReport,
+    record_cost: bool,
 }
 
 impl<T: Target> Recorder<T> {
@@ -269,11 +284,19 @@ impl<T: Target> Recorder<T> {
             record_step_digests: options.record_step_digests,
             record_trace: options.record_trace,
             work_steps: 0,
+            cost_report: CostReport::default(),
+            record_cost: options.cost_report,
         }
     }
 
     /// Digest the step and what it produced, and keep both in the history (the observation moved in, not copied).
-    fn record(&mut self, index: u64, step: &Step<T::Op>, observation: Option<Observed<T::Observation>>) {
+    fn record(
+        &mut self,
+        index: u64,
+        step: &Step<T::Op>,
+        observation: Option<Observed<T::Observation>>,
+        io: Option<CostCounters>,
+    ) {
         self.hasher.write_u64(index);
         digest_serde(&mut self.hasher, step);
         match &observation {
@@ -293,8 +316,12 @@ impl<T: Target> Recorder<T> {
                 "op": step,
                 "result": observation,
                 "digest": format!("{:016x}", self.hasher.finish()),
+                "cost": io,
             });
             self.trace.push(line.to_string());
+        }
+        if let Some(io) = io.filter(|_| self.record_cost) {
+            self.cost_report.record_step(&step_kind(step), &io);
         }
         if self.history.len() == self.history_steps {
             self.history.pop_front();
@@ -418,6 +445,7 @@ fn execute<T: Target>(
     env.keep_crash_images(options.keep_crash_image);
     env.classify_crashes(options.classify_crashes);
     env.record_crash_shapes(options.record_crash_shapes);
+    env.set_device(options.device.unwrap_or_else(|| Device::drawn(seed)));
     let mut run = Run::<T> { recorder: Recorder::new(seed, options), failure: None, panicked: false, steps_run: 0 };
     let steps_total = replay.map_or(options.steps, |steps| steps.len() as u64);
     let (world, config) = (schedule.world.clone(), schedule.config.clone());
@@ -488,15 +516,18 @@ fn run_steps<T: Target>(
             env.set_work_limit(Some(work_limit(index + 1, false)));
             session.apply(&step)
         });
+        // What the step cost before the target's checks ran (`Session::apply`); all of it when the step failed.
+        let io = (run.recorder.record_trace || run.recorder.record_cost)
+            .then(|| if result.is_ok() { session.step_io } else { env.step_cost() });
         match result {
             Ok(observation) => {
                 let stuck = session.world.reopen_pending;
                 unavailable = unavailable_streak(unavailable, &observation, stuck, T::is_idle);
-                run.recorder.record(index, &step, Some(observation));
+                run.recorder.record(index, &step, Some(observation), io);
                 schedule.steps.push(step);
             }
             Err(violation) => {
-                run.recorder.record(index, &step, None);
+                run.recorder.record(index, &step, None, io);
                 schedule.steps.push(step);
                 run.fail(index, "step", violation);
                 return;
@@ -568,6 +599,8 @@ fn outcome<T: Target>(run: Run<T>, schedule: ScheduleOf<T>, coverage: Coverage, 
         crash_image: if env.is_poisoned() { None } else { env.last_crash_image() },
         crash_classes: if env.is_poisoned() { Vec::new() } else { env.crash_classes() },
         recorded_crash_shapes: if env.is_poisoned() { Vec::new() } else { env.recorded_crash_shapes() },
+        cost: (!env.is_poisoned()).then(|| env.cost()),
+        cost_report: run.recorder.cost_report,
     }
 }
 

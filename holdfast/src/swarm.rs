@@ -10,6 +10,7 @@ use env::{FaultKind, RealEnv, Watched};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{ExplicitFaults, WorldConfig};
+use crate::cost::CostReport;
 use crate::runner::{
     Failure, Outcome, OutcomeOf, Progress, RunOptions, configure_for, publish_progress_to, run_target,
 };
@@ -70,6 +71,9 @@ pub struct SwarmSummary {
     /// shards add up to the unsharded swarm's, whatever the order or the number of jobs.
     #[serde(with = "hex_digest")]
     pub digest: u64,
+    /// Each cost per kind of step, when the runs recorded it (`--cost-report`, ADR-0183).
+    #[serde(default, skip_serializing_if = "CostReport::is_empty")]
+    pub cost_report: CostReport,
 }
 
 /// The swarm digest as 16 hex digits in JSON.
@@ -131,6 +135,7 @@ impl SwarmSummary {
         self.required.extend(other.required.iter().cloned());
         self.declared_probes.extend(other.declared_probes.iter().cloned());
         self.digest = self.digest.wrapping_add(other.digest);
+        self.cost_report.merge(&other.cost_report);
         assert!(self.seeds_passed <= self.seeds_run, "more seeds passed than ran");
     }
 
@@ -144,6 +149,12 @@ impl SwarmSummary {
         self.coverage.merge(&outcome.coverage);
         self.required.extend(required);
         self.digest = self.digest.wrapping_add(seed_digest(outcome.seed, outcome.digest));
+        if !outcome.cost_report.is_empty() {
+            self.cost_report.merge(&outcome.cost_report);
+            if let Some(cost) = &outcome.cost {
+                self.cost_report.record_run(cost);
+            }
+        }
         assert!(self.seeds_passed <= self.seeds_run, "more seeds passed than ran");
     }
 }
@@ -300,6 +311,8 @@ pub fn stuck_outcome<T: Target>(failure: Failure, options: &RunOptions) -> Outco
         crash_image: None,
         crash_classes: Vec::new(),
         recorded_crash_shapes: Vec::new(),
+        cost: None,
+        cost_report: crate::cost::CostReport::default(),
         schedule: Schedule::new(T::NAME, seed, world, config),
     }
 }

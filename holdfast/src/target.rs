@@ -16,6 +16,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{FaultMenu, FaultProfile, WorldConfig};
+use crate::cost::StepCost;
 use crate::runner::Failure;
 use crate::step::{Observed, Step};
 use crate::world::World;
@@ -38,6 +39,8 @@ pub enum FailureKind {
     Panic,
     /// The run could not start (bad configuration or schedule).
     Setup,
+    /// A `cost.*` invariant: the system did more work than its design allows (ADR-0182).
+    Cost,
 }
 
 impl fmt::Display for FailureKind {
@@ -50,6 +53,7 @@ impl fmt::Display for FailureKind {
             FailureKind::Liveness => "liveness",
             FailureKind::Panic => "panic",
             FailureKind::Setup => "setup",
+            FailureKind::Cost => "cost",
         };
         f.write_str(name)
     }
@@ -293,6 +297,24 @@ pub trait Target: Sized {
     /// Invariants that must hold after every step (`last` is the step's observation; `None` in the finale).
     fn check(&mut self, _world: &mut World, _last: Option<&Observed<Self::Observation>>) -> Result<(), Violation> {
         Ok(())
+    }
+
+    /// The target's cost contract (ADR-0182): `cost.*` invariants on the IO the world counted, checked after every
+    /// step, after [`Target::check`], with what the step cost, and once more at the end of the run (`cost.step`
+    /// `None`). Return a [`crate::cost::cost_violation`]: its kind is [`FailureKind::Cost`], so the shrinker keeps
+    /// the same cost invariant and `--save` pins it. Per-file figures: `world.env().step_files()`; the whole run:
+    /// `world.env().cost()`. The default checks nothing.
+    fn check_cost(
+        &mut self,
+        _world: &mut World,
+        _cost: &StepCost<'_, Self::Op, Self::Observation>,
+    ) -> Result<(), Violation> {
+        Ok(())
+    }
+
+    /// The names of the `cost.*` invariants [`Target::check_cost`] checks, for `--help` and the cost report.
+    fn cost_invariants() -> Vec<&'static str> {
+        Vec::new()
     }
 
     /// The liveness phase, faults healed and the system freshly opened: background work drains, everything

@@ -73,6 +73,10 @@ impl BloomFilter {
 
     /// False only if the key was certainly not added; true if it may have been.
     pub fn may_contain(&self, user_key: &[u8]) -> bool {
+        if crate::canary::active("bloom-always-maybe") {
+            // Canary (ADR-0185): a filter that rules nothing out; every answer is still correct, only slower.
+            return true;
+        }
         self.may_contain_hash(bloom_hash(user_key))
     }
 

@@ -56,7 +56,7 @@ mod table;
 mod tests;
 
 pub use block::{BLOCK_SIZE_BYTES_MAX, Block, BlockCursor, decode_block, decode_block_owned};
-pub use bloom::{BLOOM_BITS_PER_KEY_MAX, BloomFilter, decode_bloom};
+pub use bloom::{BLOOM_BITS_PER_KEY_MAX, BloomFilter, decode_bloom, hash_count_for};
 pub use builder::TableBuilder;
 pub use cache::BlockCache;
 pub use footer::{

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::SimEnv;
+use super::cost::IoKind;
 use super::disk::{Node, PendingData};
 use super::faults::{FaultKind, tag};
 use super::file::SimFile;
@@ -102,6 +103,7 @@ impl Env for SimEnv {
             inode_state.pending.push(PendingData::SetLen { len: 0, key: keyed(&[path_hash, op_index]), seq });
         }
         world.disk.inode_mut(inode).expect("inode exists").open_handles += 1;
+        world.cost.charge(IoKind::Open, Some(path_id), 0, 0);
         Ok(SimFile {
             world: Arc::clone(&self.world),
             inode,
@@ -177,6 +179,7 @@ impl Env for SimEnv {
                 let (path_id, key) = world.meta_key(path);
                 world.metadata_fault(Op::Remove, path, key)?;
                 world.disk.remove(path_id, key);
+                world.cost.charge(IoKind::Delete, Some(path_id), 0, 0);
                 Ok(())
             }
             Some(Node::Dir) => {
@@ -201,7 +204,9 @@ impl Env for SimEnv {
             (Some(Node::File(_)), None | Some(Node::File(_))) => {
                 let (to_id, key) = world.meta_key(to);
                 world.metadata_fault(Op::Rename, from, key)?;
-                world.disk.rename(from_id.expect("a named file is interned"), to_id, key);
+                let from_id = from_id.expect("a named file is interned");
+                world.disk.rename(from_id, to_id, key);
+                world.cost.charge(IoKind::Rename, Some(from_id), 0, 0);
                 Ok(())
             }
             (None, _) => Err(Error::NotFound { op: Op::Rename, path: from.into() }),
@@ -227,6 +232,8 @@ impl Env for SimEnv {
             });
         }
         world.disk.sync_dir(dir);
+        let dir_id = world.disk.find(path).0;
+        world.cost.charge(IoKind::DirSync, dir_id, 0, 0);
         Ok(())
     }
 
@@ -292,6 +299,12 @@ impl Env for SimEnv {
         let mut world = self.lock_world();
         let hits = world.probe_hits.entry(name).or_insert(0);
         *hits = hits.saturating_add(1);
+    }
+
+    /// Add `count` to the world's work counter `name` ([`SimEnv::cost`]). Like a probe: no yield point, no work
+    /// charged, nothing a run can observe changes (ADR-0180).
+    fn count_work(&self, name: &'static str, count: u64) {
+        self.lock_world().cost.count_work(name, count);
     }
 
     fn is_simulated(&self) -> bool {

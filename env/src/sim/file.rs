@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::MISDIRECT_SECTORS_MAX;
 use super::budget::lock_charged;
+use super::cost::IoKind;
 use super::disk::{InodeId, PendingData, write_into};
 use super::faults::{FaultKind, detail};
 use super::world::World;
@@ -60,13 +61,14 @@ impl SimFile {
             world.log_fault(FaultKind::ReadError, &self.path, offset);
             return Err(self.io_error(Op::Read, "read error"));
         }
-        let inode = world.disk.inode(self.inode).expect("open inode exists");
-        let len = inode.current.len() as u64;
+        let len = world.disk.inode(self.inode).expect("open inode exists").current.len() as u64;
+        let count = usize::try_from(len.saturating_sub(offset)).expect("length fits").min(want);
+        world.cost.charge(IoKind::Read, Some(self.path_id), offset, count as u64);
         if offset >= len {
             return Ok(0);
         }
         let start = usize::try_from(offset).expect("offset fits");
-        let count = want.min(inode.current.len() - start);
+        let inode = world.disk.inode(self.inode).expect("open inode exists");
         let buf = place(&inode.current[start..start + count]);
         assert_eq!(buf.len(), count, "the read's bytes were placed whole");
         if !inode.latent_sectors.is_empty() {
@@ -181,6 +183,7 @@ impl File for SimFile {
             world.log_fault(FaultKind::MisdirectedWrite, &self.path, offset);
         }
         let written = &data[..count];
+        world.cost.charge(IoKind::Write, Some(self.path_id), target, count as u64);
         let key = keyed(&[path_hash, op_index]);
         let latent = world.fires(FaultKind::LatentSector, path_hash, op_index);
         let seed = world.seed;
@@ -209,6 +212,7 @@ impl File for SimFile {
         world.begin_io(Op::Sync, &self.path, Some(self.epoch))?;
         let (path_hash, op_index) = world.sync_key(self.path_id);
         world.maybe_latency(&self.path, path_hash, op_index);
+        world.cost.charge(IoKind::FileSync, Some(self.path_id), 0, 0);
         let explicit = world.fail_next_sync.remove(&self.path);
         if explicit || world.fires(FaultKind::FsyncError, path_hash, op_index) {
             let kind = if explicit { FaultKind::ExplicitSyncError } else { FaultKind::FsyncError };

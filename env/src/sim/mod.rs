@@ -14,6 +14,7 @@
 
 mod admits;
 mod budget;
+mod cost;
 mod disk;
 pub(crate) mod driver;
 mod env_impl;
@@ -41,6 +42,9 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 pub use self::budget::WorkBudgetExceeded;
+pub use self::cost::{
+    Cost, CostCounters, Device, DeviceCosts, IoKind, LatencyHistogram, WORK_COUNTERS_MAX, WORK_OVERFLOW_COUNTER,
+};
 use self::disk::Node;
 pub use self::driver::on_world_thread;
 pub use self::env_impl::SimLock;
@@ -303,9 +307,67 @@ impl SimEnv {
     pub fn set_step(&self, step: u64) {
         let mut world = self.lock_world();
         world.step = step;
+        world.cost.new_step();
         if let Some(sched) = &world.threads {
             sched.new_step();
         }
+    }
+
+    /// Price the world's IO on `device` from now on (ADR-0181; [`Device::Nvme`] until set). Changes no decision,
+    /// no clock reading and no digest: the simulated device time is accounted, never slept.
+    pub fn set_device(&self, device: Device) {
+        self.lock_world().cost.set_device(device);
+    }
+
+    /// The device profile pricing the world's IO.
+    pub fn device(&self) -> Device {
+        self.lock_world().cost.device
+    }
+
+    /// The world's IO cost so far, whole (ADR-0180): totals, per file, the system's work counters and latencies
+    /// per kind of call. Copies the per-file and latency maps; a per-step check wants [`SimEnv::step_cost`].
+    pub fn cost(&self) -> Cost {
+        let world = self.lock_world();
+        let ledger = &world.cost;
+        let mut files: BTreeMap<PathBuf, CostCounters> = BTreeMap::new();
+        for (id, counters) in ledger.files.iter().enumerate() {
+            if *counters != CostCounters::default() {
+                files.entry(world.disk.names.path(id).to_path_buf()).or_default().add(counters);
+            }
+        }
+        Cost {
+            device: ledger.device,
+            total: ledger.total,
+            files,
+            work: ledger.work.iter().map(|(name, count)| ((*name).to_string(), *count)).collect(),
+            latencies: ledger.latencies.clone(),
+        }
+    }
+
+    /// The world's IO totals so far (a copy of ten counters).
+    pub fn cost_total(&self) -> CostCounters {
+        self.lock_world().cost.total
+    }
+
+    /// The IO of the current step: since the last [`SimEnv::set_step`] (the whole run before any).
+    pub fn step_cost(&self) -> CostCounters {
+        let world = self.lock_world();
+        world.cost.total.since(&world.cost.step_start)
+    }
+
+    /// The IO of the current step per path it named (a rename on its source path), in path order.
+    pub fn step_files(&self) -> Vec<(PathBuf, CostCounters)> {
+        let world = self.lock_world();
+        let names = &world.disk.names;
+        let mut files: Vec<(PathBuf, CostCounters)> =
+            world.cost.step_files.iter().map(|(&id, counters)| (names.path(id).to_path_buf(), *counters)).collect();
+        files.sort_by(|a, b| a.0.cmp(&b.0));
+        files
+    }
+
+    /// The system's work counter `name` so far ([`crate::Env::count_work`]; 0 if never counted).
+    pub fn work_count(&self, name: &str) -> u64 {
+        self.lock_world().cost.work.get(name).copied().unwrap_or(0)
     }
 
     /// Every fault that fired, in order (at most [`FAULT_LOG_MAX`]).

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::ThreadId;
 
 use super::FAULT_LOG_MAX;
+use super::cost::CostLedger;
 use super::disk::{CrashDecisions, CrashEffects, Disk, InodeId, Node, WriteFate};
 use super::faults::{FaultConfig, FaultKeying, FaultKind, FaultRecord, detail, fires, tag};
 use super::names::PathId;
@@ -93,6 +94,8 @@ pub(super) struct World {
     /// Record, for each keyed crash, the shape of what it kept (ADR-0172), with the step it happened in.
     pub(super) record_shapes: bool,
     pub(super) recorded_shapes: Vec<(u64, CrashShape)>,
+    /// What the world's IO cost so far, and the device profile that prices it (ADR-0180, ADR-0181).
+    pub(super) cost: CostLedger,
 }
 
 /// Keyed crash decisions: pure functions of (seed, crash number, the operation's stable key).
@@ -214,6 +217,7 @@ impl World {
             crash_classes: Vec::new(),
             record_shapes: false,
             recorded_shapes: Vec::new(),
+            cost: CostLedger::default(),
         }
     }
 

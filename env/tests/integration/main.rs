@@ -2,6 +2,7 @@
 //! promises, the simulated scheduler, BUGGIFY and probes, `RealEnv` on the real file system, and the `env::fs`
 //! facade on both.
 
+mod cost;
 mod dir_faults;
 mod fs_crash;
 mod fs_facade;

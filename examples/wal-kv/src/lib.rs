@@ -68,6 +68,8 @@ pub struct WalKvTarget {
     store: Option<Store<SimEnv>>,
     config: Config,
     model: KeyModel,
+    /// Calls that may sync the log once each: opens, puts, deletes and checkpoints (the cost contract).
+    log_sync_calls: u64,
 }
 
 /// A store error as the framework's fault rules see it: corruption is marked, so that only a fault that
@@ -139,10 +141,11 @@ impl Target for WalKvTarget {
     }
 
     fn new(_env: &SimEnv, config: &Config) -> Self {
-        Self { store: None, config: config.clone(), model: KeyModel::new() }
+        Self { store: None, config: config.clone(), model: KeyModel::new(), log_sync_calls: 0 }
     }
 
     fn open(&mut self, env: &SimEnv) -> Result<(), SystemError> {
+        self.log_sync_calls += 1;
         self.store = Some(Store::open(Fs::new(env.clone()), DIR).map_err(|error| system_error(&error))?);
         Ok(())
     }
@@ -175,6 +178,7 @@ impl Target for WalKvTarget {
 
     fn apply(&mut self, world: &mut World, op: &Op) -> Result<Observed<Observation>, Violation> {
         let store = self.store.as_mut().expect("the framework opens the store before an operation");
+        self.log_sync_calls += u64::from(!matches!(op, Op::Get { .. }));
         let (what, result, write) = match *op {
             Op::Put { key, value } => {
                 let bytes = value_bytes(value);
@@ -204,8 +208,32 @@ impl Target for WalKvTarget {
         Ok(Observed::Op(Observation::Ok))
     }
 
+    /// The store's cost contract (ADR-0182), declared as a user would: over the whole run (checked at its end,
+    /// `cost.step == None`), the log is synced at most once per call that syncs it — an open (after replay), a
+    /// put, a delete, a checkpoint (the emptied log). A store that synced twice per write, or on every get, fails
+    /// `cost.log_syncs` with a schedule the shrinker reduces like any other failure.
+    fn check_cost(
+        &mut self,
+        world: &mut World,
+        cost: &holdfast::cost::StepCost<'_, Op, Observation>,
+    ) -> Result<(), Violation> {
+        if cost.step.is_some() {
+            return Ok(());
+        }
+        let is_log = |path: &Path| path.file_name().is_some_and(|name| name.as_encoded_bytes().starts_with(b"wal"));
+        let syncs: u64 =
+            world.env().cost().files.iter().filter(|(path, _)| is_log(path)).map(|(_, io)| io.file_syncs).sum();
+        if syncs > self.log_sync_calls {
+            let expected =
+                format!("at most {} log syncs, one per open, put, delete and checkpoint", self.log_sync_calls);
+            return Err(holdfast::cost::cost_violation("cost.log_syncs", expected, format!("{syncs}")));
+        }
+        Ok(())
+    }
+
     fn healthy(&mut self, world: &mut World) -> Result<(), Violation> {
         let store = self.store.as_mut().expect("healthy after an open");
+        self.log_sync_calls += 1;
         if let Err(error) = store.checkpoint() {
             return world.give_up("liveness.checkpoint", "a checkpoint succeeds once faults heal", error.to_string());
         }

@@ -198,6 +198,18 @@ pub struct Args {
     #[arg(long, value_name = "DIR")]
     pub export_image: Option<PathBuf>,
 
+    /// The simulated device that prices each IO call (ADR-0181): `nvme` (the default), `sata-ssd`, `hdd`,
+    /// `cloud-block`, or `drawn` (one of them per seed, from the seed). Changes no run and no digest: only the
+    /// simulated latencies `--trace` and `--cost-report` show.
+    #[arg(long, value_name = "DEVICE", value_parser = ["nvme", "sata-ssd", "hdd", "cloud-block", "drawn"])]
+    pub device: Option<String>,
+
+    /// With --seeds: after the summary, print the distribution of each cost (bytes, calls, syncs, simulated IO
+    /// time) per kind of step, the simulated latency per kind of IO call, and the system's work counters
+    /// (ADR-0183). With --json, the summary's `cost_report` holds it.
+    #[arg(long)]
+    pub cost_report: bool,
+
     /// Turn this planted bug on for every run, replay and shrink. Only for targets built with canaries.
     #[arg(long, value_name = "NAME")]
     pub canary: Option<String>,
@@ -260,6 +272,12 @@ impl Args {
                 .map(|name| env::Persistence::parse(name).expect("clap allows only known model names")),
             sector_bytes: self.sector_size.as_deref().map(|bytes| bytes.parse().expect("clap allows 512, 4096")),
             keep_crash_image: self.export_image.is_some(),
+            device: match self.device.as_deref() {
+                None => Some(env::Device::Nvme),
+                Some("drawn") => None,
+                Some(name) => Some(env::Device::parse(name).expect("clap allows only known device names")),
+            },
+            cost_report: self.cost_report,
             ..RunOptions::default()
         }
     }

@@ -188,6 +188,8 @@ mod tests {
             crash_image: Some(image),
             crash_classes: Vec::new(),
             recorded_crash_shapes: Vec::new(),
+            cost: None,
+            cost_report: crate::cost::CostReport::default(),
         };
         describe(&outcome, outcome.crash_image.as_ref().expect("an image"))
     }

@@ -336,6 +336,9 @@ fn print_counts(args: &Args, summary: &SwarmSummary, missing: &[String]) {
         outln!("  {name}: {count}{required}");
     }
     print_probes(summary);
+    if !summary.cost_report.is_empty() {
+        outln!("{}", summary.cost_report.render().trim_end());
+    }
     if args.requires_coverage() {
         if missing.is_empty() {
             let probes = if args.require_probes { summary.declared_probes.len() } else { 0 };

@@ -2,6 +2,7 @@
 
 mod cli;
 mod common;
+mod cost;
 mod menus;
 mod spin;
 mod toy;

@@ -19,27 +19,28 @@ const TOY_DIR: &str = "/toy";
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "op")]
-enum ToyOp {
+pub(crate) enum ToyOp {
     Put { key: u32, value: u64 },
     Get { key: u32 },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "result")]
-enum ToyObserved {
+pub(crate) enum ToyObserved {
     Ok,
     Value { value: Option<u64> },
     Verified { keys: u64 },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-struct ToyConfig {
-    keys: u32,
+pub(crate) struct ToyConfig {
+    pub(crate) keys: u32,
 }
 
-/// The toy store and its model. `SAFE`: write via temp file + rename (correct) or in place (buggy).
+/// The toy store and its model. `SAFE`: write via temp file + rename (correct) or in place (buggy). `WASTEFUL`:
+/// every fourth value is synced twice, a bug only its cost contract (`cost.syncs_per_put`, ADR-0182) sees.
 #[derive(Debug)]
-struct Toy<const SAFE: bool> {
+pub(crate) struct Toy<const SAFE: bool, const WASTEFUL: bool = false> {
     env: Option<SimEnv>,
     keys: u32,
     acked: BTreeMap<u32, u64>,
@@ -47,7 +48,7 @@ struct Toy<const SAFE: bool> {
     next_value: u64,
 }
 
-impl<const SAFE: bool> Toy<SAFE> {
+impl<const SAFE: bool, const WASTEFUL: bool> Toy<SAFE, WASTEFUL> {
     fn path(key: u32) -> PathBuf {
         PathBuf::from(format!("{TOY_DIR}/k{key}"))
     }
@@ -65,6 +66,9 @@ impl<const SAFE: bool> Toy<SAFE> {
         let file = self.env().open(&target, OpenOptions::create_truncate())?;
         file.write_all_at(0, &value.to_le_bytes())?;
         file.sync()?;
+        if WASTEFUL && value.is_multiple_of(4) {
+            file.sync()?;
+        }
         if SAFE {
             self.env().rename(&target, &path)?;
         }
@@ -114,8 +118,12 @@ impl<const SAFE: bool> Toy<SAFE> {
     }
 }
 
-impl<const SAFE: bool> Target for Toy<SAFE> {
-    const NAME: &'static str = if SAFE { "toy" } else { "toy-buggy" };
+impl<const SAFE: bool, const WASTEFUL: bool> Target for Toy<SAFE, WASTEFUL> {
+    const NAME: &'static str = match (SAFE, WASTEFUL) {
+        (true, false) => "toy",
+        (false, _) => "toy-buggy",
+        (true, true) => "toy-wasteful",
+    };
     type Config = ToyConfig;
     type Op = ToyOp;
     type Observation = ToyObserved;
@@ -178,6 +186,21 @@ impl<const SAFE: bool> Target for Toy<SAFE> {
         }
     }
 
+    /// The toy's cost contract: a put syncs its file once and its directory once.
+    fn check_cost(
+        &mut self,
+        _world: &mut World,
+        cost: &holdfast::cost::StepCost<'_, ToyOp, ToyObserved>,
+    ) -> Result<(), Violation> {
+        if let Some((ToyOp::Put { .. }, ToyObserved::Ok)) = cost.op_ran()
+            && (cost.io.file_syncs > 1 || cost.io.dir_syncs > 1)
+        {
+            let actual = format!("{} file syncs, {} directory syncs", cost.io.file_syncs, cost.io.dir_syncs);
+            return Err(holdfast::cost::cost_violation("cost.syncs_per_put", "one of each", actual));
+        }
+        Ok(())
+    }
+
     fn healthy(&mut self, world: &mut World) -> Result<(), Violation> {
         for key in 0..self.keys {
             self.check_key(world, key)?;
@@ -196,7 +219,7 @@ impl<const SAFE: bool> Target for Toy<SAFE> {
 }
 
 /// A world of puts, gets and crashes (some armed inside a put), nothing else.
-fn toy_world() -> WorldConfig {
+pub(crate) fn toy_world() -> WorldConfig {
     let faults = FaultConfig { crash_write_kept_ppm: 300_000, ..healed_faults(&FaultConfig::none()) };
     WorldConfig {
         profile: FaultProfile::Assumed,

@@ -332,3 +332,25 @@ fn persistence_models_sector_sizes_and_exported_images() {
     let bad = simulator(&["--seeds", "0..2", "--export-image", image_arg]);
     assert_eq!(bad.status.code(), Some(2), "--export-image with a swarm is bad input");
 }
+
+/// `--cost-report` (ADR-0183) prints each cost per kind of step and the simulated latency per kind of IO call;
+/// the swarm's digest is the one without it, and `--device` changes the latencies, not the digest (ADR-0181).
+#[test]
+fn cost_report_prints_each_cost_per_kind_of_step() {
+    let plain = simulator(&["--seeds", "0..3", "--steps", "200", "--jobs", "1"]);
+    let report = simulator(&["--seeds", "0..3", "--steps", "200", "--jobs", "1", "--cost-report"]);
+    assert_eq!(report.status.code(), Some(0), "{}", stdout(&report));
+    let text = stdout(&report);
+    assert!(text.contains("cost report (per step: p50 p90 p99 max)"), "{text}");
+    assert!(text.contains("\n  put (") && text.contains("\n    bytes_written "), "{text}");
+    assert!(text.contains("simulated latency per IO call") && text.contains("\n  file_sync "), "{text}");
+    assert!(!stdout(&plain).contains("cost report"), "the report is printed only when asked for");
+    assert_eq!(digest(&plain), digest(&report), "the report changed the swarm");
+    let hdd = simulator(&["--seeds", "0..3", "--steps", "200", "--jobs", "1", "--cost-report", "--device", "hdd"]);
+    assert_eq!(digest(&hdd), digest(&plain), "a device profile changed the swarm");
+    let sync_line = |text: &str| text.lines().find(|line| line.starts_with("  file_sync ")).map(str::to_string);
+    assert_ne!(sync_line(&stdout(&hdd)), sync_line(&text), "hdd syncs priced as nvme's");
+    let json = simulator(&["--seeds", "0..2", "--steps", "100", "--jobs", "1", "--cost-report", "--json"]);
+    let value: serde_json::Value = serde_json::from_str(stdout(&json).trim()).expect("one JSON object");
+    assert!(value["cost_report"]["steps"]["put"]["writes"]["calls"].as_u64().unwrap_or(0) > 0, "{value}");
+}

@@ -52,6 +52,7 @@
 //! target does not (ADR-0103). A deep swarm (`--seeds 0..5000 --require-probes`) hits every probe it declares.
 
 pub mod config;
+pub mod cost;
 mod damage;
 #[cfg(feature = "arbitrary")]
 pub mod fuzzing;
@@ -112,6 +113,8 @@ pub struct EngineTarget {
     damage_reads: damage::ReadCounts,
     /// Read-only transactions held across steps (`hold_reader`), oldest first.
     readers: Vec<engine::ReadTransaction<SimEnv>>,
+    /// The cost contract's state ([`cost`], ADR-0184).
+    cost: cost::CostState,
 }
 
 /// An engine error as the framework's fault rules see it.
@@ -212,6 +215,7 @@ impl Target for EngineTarget {
             recorded: damage::Recorded::default(),
             damage_reads: damage::ReadCounts::default(),
             readers: Vec::new(),
+            cost: cost::CostState::default(),
         }
     }
 
@@ -273,6 +277,18 @@ impl Target for EngineTarget {
         db.check_invariants().map_err(|message| {
             Violation::new("structural", FailureKind::Structural, "db.check_invariants() == Ok", message)
         })
+    }
+
+    fn check_cost(
+        &mut self,
+        world: &mut World,
+        cost: &holdfast::cost::StepCost<'_, Op, Observation>,
+    ) -> Result<(), Violation> {
+        self.check_engine_cost(world, cost)
+    }
+
+    fn cost_invariants() -> Vec<&'static str> {
+        cost::COST_INVARIANTS.to_vec()
     }
 
     fn healthy(&mut self, world: &mut World) -> Result<(), Violation> {
@@ -346,6 +362,7 @@ impl Target for EngineTarget {
     fn coverage(&self, coverage: &mut Coverage) {
         coverage.merge(&self.counters);
         self.damage_reads.add_to(coverage);
+        self.cost.add_to(coverage);
         if let Some(db) = &self.db {
             let stats = db.stats();
             coverage.add("flushes", stats.flush_count);

@@ -121,10 +121,14 @@ impl EngineTarget {
             (Some(spec), Some(bytes)) => Some(self.model.register(spec, bytes)),
             _ => None,
         };
+        let db = self.db.as_ref().expect("the framework opens the system before an operation");
+        self.cost.unknown_key = false;
+        self.cost.before_call(world.env(), db);
         let result = match &bytes {
-            Some(bytes) => self.live_db().put(RenderedKey::new(key).as_bytes(), bytes),
-            None => self.live_db().delete(RenderedKey::new(key).as_bytes()),
+            Some(bytes) => db.put(RenderedKey::new(key).as_bytes(), bytes),
+            None => db.delete(RenderedKey::new(key).as_bytes()),
         };
+        self.cost.after_call(world.env(), db);
         match result {
             Ok(()) => {
                 self.model.ack(key, sig);
@@ -150,7 +154,12 @@ impl EngineTarget {
     }
 
     pub(crate) fn get(&mut self, world: &mut World, key: u32) -> Outcome {
-        match self.live_db().get(RenderedKey::new(key).as_bytes()) {
+        let db = self.db.as_ref().expect("the framework opens the system before an operation");
+        self.cost.unknown_key = self.model.known_keys_in(key, key.saturating_add(1)).is_empty();
+        self.cost.before_call(world.env(), db);
+        let result = db.get(RenderedKey::new(key).as_bytes());
+        self.cost.after_call(world.env(), db);
+        match result {
             Ok(value) => {
                 let actual = value.as_deref().map(sig_of);
                 let damaged = self.damage_reaches(world, key);

@@ -350,7 +350,10 @@ impl TxnTarget {
             return Ok(Observed::Skipped);
         };
         let db = self.live_db();
-        if let Err(error) = db.wait_for_commit(&ticket) {
+        self.ack_cost.before(world.env());
+        let waited = db.wait_for_commit(&ticket);
+        self.ack_cost.after(world.env());
+        if let Err(error) = waited {
             return tolerate(world, "wait_for_commit", &error);
         }
         let last = db.last_sequence();

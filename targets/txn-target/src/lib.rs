@@ -76,6 +76,7 @@
 //! `recoveries`, `reopens`, `fault.<kind>`, `errors_tolerated`, ...).
 
 pub mod config;
+pub mod cost;
 mod damage;
 pub mod dsg;
 mod exec;
@@ -167,6 +168,8 @@ pub struct TxnTarget {
     finished: BTreeMap<TxnId, String>,
     next_txn: TxnId,
     next_value_id: u64,
+    /// What the last acknowledgement cost the log (the cost contract, ADR-0184).
+    ack_cost: cost::AckCost,
     /// The sequence the engine will give the next commit's first write (for commits whose submit failed).
     next_sequence: u64,
     /// Read-only transactions a crash or reopen ended: they join the DSG at the next recovery.
@@ -272,6 +275,7 @@ impl Target for TxnTarget {
             finished: BTreeMap::new(),
             next_txn: 1,
             next_value_id: 1,
+            ack_cost: cost::AckCost::default(),
             next_sequence: 1,
             dropped: Vec::new(),
             dropped_visible: None,
@@ -371,6 +375,21 @@ impl Target for TxnTarget {
         db.check_invariants().map_err(|message| {
             Violation::new("structural", FailureKind::Structural, "db.check_invariants() == Ok", message)
         })
+    }
+
+    fn check_cost(
+        &mut self,
+        _world: &mut World,
+        cost: &holdfast::cost::StepCost<'_, Op, Observation>,
+    ) -> Result<(), Violation> {
+        match cost.op_ran() {
+            Some((Op::Ack { .. }, Observation::Acked { txn })) => self.ack_cost.check(*txn),
+            _ => Ok(()),
+        }
+    }
+
+    fn cost_invariants() -> Vec<&'static str> {
+        cost::COST_INVARIANTS.to_vec()
     }
 
     fn healthy(&mut self, world: &mut World) -> Result<(), Violation> {

@@ -68,6 +68,11 @@ impl BlockCache {
         self.capacity_bytes
     }
 
+    /// The most charge one shard holds: a block above it is never cached.
+    pub fn shard_capacity_bytes(&self) -> usize {
+        self.shard_capacity_bytes
+    }
+
     /// How many shards the cache is split into.
     pub fn shard_count(&self) -> usize {
         self.shards.len()
@@ -103,7 +108,8 @@ impl BlockCache {
     /// is not cached. The blocks it pushes out are dropped after the shard's lock is released.
     pub fn insert(&self, file_number: u64, block_offset: u64, block: Arc<Block>) {
         let charge_bytes = block.charge_bytes();
-        if charge_bytes > self.shard_capacity_bytes {
+        if charge_bytes > self.shard_capacity_bytes || crate::canary::active("block-cache-never-inserts") {
+            // Canary (ADR-0185): every block a miss read is dropped; every read is still correct, only slower.
             return;
         }
         let key = CacheKey::new(file_number, block_offset);

@@ -1,0 +1,262 @@
+//! The engine's cost contract (ADR-0184): bounds taken from its design, checked after every step on what the
+//! world counted during the engine call itself (never the harness's verification around it).
+//!
+//! - `cost.get_files_touched`: a point read reads only tables whose key range holds the key (and no other file):
+//!   a lookup goes newest source first and a table outside the key's range cannot hold it.
+//! - `cost.bloom_false_positives`: over the run, the point reads of keys never written pass the Bloom filters
+//!   of the tables whose range holds them no more often than the filters' design false-positive rate allows.
+//! - `cost.flush_drains`: a flush that returned `Ok` left no immutable memtable behind (`Db::flush` waits "until
+//!   every waiting memtable is flushed").
+//! - `cost.log_syncs_per_write`: an acknowledged blind write synced the log at most twice: its group's sync, and
+//!   the seal of the segment a rotation closed.
+
+use std::path::{Path, PathBuf};
+
+use engine::Db;
+use holdfast::cost::{StepCost, cost_violation};
+use holdfast::env::{CostCounters, SimEnv};
+use holdfast::{Violation, World};
+
+use crate::config::KEY_LIMIT_BYTES_MAX;
+use crate::{EngineTarget, Observation, Op};
+
+/// The fixed charge of a cached block beside its bytes and its two keys (`engine::sstable` `Block::charge_bytes`).
+const BLOCK_OVERHEAD_BYTES: usize = 128;
+
+/// Every cost invariant the engine target checks.
+pub const COST_INVARIANTS: &[&str] = &[
+    "cost.block_cache_keeps",
+    "cost.bloom_false_positives",
+    "cost.flush_drains",
+    "cost.get_files_touched",
+    "cost.log_syncs_per_write",
+];
+/// Log syncs an acknowledged blind write may make: its group's sync and the seal of a segment it rotated away.
+pub const LOG_SYNCS_PER_WRITE_MAX: u64 = 2;
+/// How many times the design false-positive count a run may show before the excess counts ([`bloom_passes_max`]).
+const BLOOM_MEAN_SLACK: f64 = 1.5;
+/// Standard deviations above the slackened mean a run may show.
+const BLOOM_SIGMAS: f64 = 5.0;
+/// False positives always allowed, whatever the rate: a handful of probes proves nothing.
+const BLOOM_PASSES_FREE: f64 = 5.0;
+
+/// The design false-positive rate of the engine's Bloom filter at `bits_per_key`: `(1 - e^(-k/b))^k` with its
+/// hash count `k` (`engine::sstable::hash_count_for`). A filter never has fewer bits than this assumes
+/// (it rounds up to at least 64), so its real rate is at most this, up to double hashing's small excess.
+pub fn bloom_false_positive_rate(bits_per_key: u32) -> f64 {
+    let bits = f64::from(bits_per_key.max(1));
+    let hashes = f64::from(engine::sstable::hash_count_for(bits_per_key.clamp(1, 64)));
+    (1.0 - (-hashes / bits).exp()).powf(hashes).min(1.0)
+}
+
+/// The most Bloom passes `probes` probes of absent keys may show at false-positive rate `rate`: 1.5 times the
+/// mean, five standard deviations of the slackened mean, and five more. A binomial count passes it with a
+/// probability far below one in a million even at the rate itself; a filter that always answers "maybe" passes
+/// every probe and crosses it once there are enough probes.
+pub fn bloom_passes_max(probes: u64, rate: f64) -> u64 {
+    let mean = BLOOM_MEAN_SLACK * rate * probes as f64;
+    let bound = mean + BLOOM_SIGMAS * mean.sqrt() + BLOOM_PASSES_FREE;
+    if bound >= probes as f64 { probes } else { bound as u64 }
+}
+
+/// The cost-contract state of one run.
+#[derive(Debug, Default)]
+pub(crate) struct CostState {
+    /// Per file, what the last measured engine call cost (`measure`).
+    last_call: Vec<(PathBuf, CostCounters)>,
+    /// The model knew nothing of the key the last point read looked up (never written, deleted or read): no
+    /// table holds a version of it. A key read once is known after, so only its first read counts.
+    pub(crate) unknown_key: bool,
+    /// The Bloom negatives of the live tables before the last measured call, then during it.
+    bloom_negatives: u64,
+    /// Tables whose key range held a never-written key a point read looked up, and how many of them their Bloom
+    /// filter did not rule out.
+    bloom_probes: u64,
+    bloom_passes: u64,
+}
+
+impl CostState {
+    /// The Bloom probes of never-written keys, and their passes, as coverage counters (`bloom.absent_probes`,
+    /// `bloom.absent_passes`): how much evidence `cost.bloom_false_positives` had.
+    pub(crate) fn add_to(&self, coverage: &mut holdfast::Coverage) {
+        coverage.add("bloom.absent_probes", self.bloom_probes);
+        coverage.add("bloom.absent_passes", self.bloom_passes);
+    }
+
+    /// Before an engine call whose cost the contract checks.
+    pub(crate) fn before_call(&mut self, env: &SimEnv, db: &Db<SimEnv>) {
+        self.last_call = env.step_files();
+        // The filters' counts matter only for a read of an unknown key (`count_bloom_probes`): not read otherwise.
+        self.bloom_negatives = if self.unknown_key { db.bloom_negatives() } else { 0 };
+    }
+
+    /// After it: what it cost per file.
+    pub(crate) fn after_call(&mut self, env: &SimEnv, db: &Db<SimEnv>) {
+        if self.unknown_key {
+            self.bloom_negatives = db.bloom_negatives().saturating_sub(self.bloom_negatives);
+        }
+        let before = std::mem::take(&mut self.last_call);
+        self.last_call = env
+            .step_files()
+            .into_iter()
+            .map(|(path, after)| {
+                let earlier = before.binary_search_by(|(known, _)| known.as_path().cmp(&path)).ok();
+                let delta = earlier.map_or(after, |index| after.since(&before[index].1));
+                (path, delta)
+            })
+            .filter(|(_, delta)| *delta != CostCounters::default())
+            .collect();
+    }
+}
+
+fn is_table(path: &Path) -> bool {
+    path.file_name().is_some_and(|name| name.as_encoded_bytes().starts_with(b"table-"))
+}
+
+fn is_log(path: &Path) -> bool {
+    path.file_name().is_some_and(|name| name.as_encoded_bytes().starts_with(b"wal-"))
+}
+
+impl EngineTarget {
+    /// The engine's cost contract on one step ([`holdfast::Target::check_cost`]).
+    pub(crate) fn check_engine_cost(
+        &mut self,
+        _world: &mut World,
+        cost: &StepCost<'_, Op, Observation>,
+    ) -> Result<(), Violation> {
+        let Some((op, observation)) = cost.op_ran() else { return Ok(()) };
+        if self.db.is_none() {
+            return Ok(());
+        }
+        match (op, observation) {
+            (Op::Get { key }, Observation::Value { .. }) => self.check_get_cost(*key),
+            (Op::Flush, Observation::Ok) => self.check_flush_drains(),
+            (Op::Put { .. } | Op::Delete { .. }, Observation::Ok) => self.check_log_syncs(),
+            _ => Ok(()),
+        }
+    }
+
+    fn check_get_cost(&mut self, key: u32) -> Result<(), Violation> {
+        let db = self.db.as_ref().expect("checked open");
+        let user_key = holdfast::kit::RenderedKey::new(key);
+        let user_key = user_key.as_bytes();
+        let mut covering: Vec<PathBuf> = Vec::new();
+        db.visit_file_key_ranges(|path, min, max| {
+            if is_table(path) && min <= user_key && user_key <= max {
+                covering.push(path.to_path_buf());
+            }
+        });
+        for (path, io) in &self.cost.last_call {
+            if io.reads > 0 && !covering.iter().any(|table| table == path) {
+                return Err(cost_violation(
+                    "cost.get_files_touched",
+                    format!("a point read of key {key} reads only the tables whose key range holds it: {covering:?}"),
+                    format!("it read {} ({} reads, {} bytes)", path.display(), io.reads, io.bytes_read),
+                ));
+            }
+        }
+        if self.cost.unknown_key {
+            self.count_bloom_probes(key, covering.len() as u64)?;
+        }
+        self.check_cache_keeps(key)
+    }
+
+    /// `cost.block_cache_keeps`: a point read that read table blocks (cache misses) leaves the cache holding a
+    /// block, when a block it read fits a shard: the cache inserts what a miss read and evicts only to make room
+    /// for another insert, so it holds at least the last block it admitted. "Fits": the bytes read, plus two keys
+    /// at the run's key limit and the block's fixed overhead, within one shard's capacity.
+    fn check_cache_keeps(&self, key: u32) -> Result<(), Violation> {
+        let read: CostCounters = self.cost.last_call.iter().filter(|(path, _)| is_table(path)).fold(
+            CostCounters::default(),
+            |mut sum, (_, io)| {
+                sum.add(io);
+                sum
+            },
+        );
+        let db = self.db.as_ref().expect("checked open");
+        let (blocks, shard_bytes) = db.block_cache_blocks();
+        let key_limit = self.config.limits.as_ref().map_or(KEY_LIMIT_BYTES_MAX, |limits| limits.key_size_bytes_max);
+        let fits = read.bytes_read + 2 * key_limit + BLOCK_OVERHEAD_BYTES as u64 <= shard_bytes as u64;
+        if read.reads > 0 && fits && blocks == 0 {
+            return Err(cost_violation(
+                "cost.block_cache_keeps",
+                format!(
+                    "a point read of key {key} that missed the cache leaves a block in it ({shard_bytes} B shards)"
+                ),
+                format!("{} reads of {} bytes, the cache empty after", read.reads, read.bytes_read),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A never-written key is in no table: every covering table whose filter did not rule it out is a false
+    /// positive.
+    fn count_bloom_probes(&mut self, key: u32, probes: u64) -> Result<(), Violation> {
+        let negatives = self.cost.bloom_negatives;
+        self.cost.bloom_probes += probes;
+        self.cost.bloom_passes += probes.saturating_sub(negatives);
+        let bits_per_key = self.config.tuning.bloom_bits_per_key;
+        let rate = bloom_false_positive_rate(bits_per_key);
+        let allowed = bloom_passes_max(self.cost.bloom_probes, rate);
+        if self.cost.bloom_passes > allowed {
+            return Err(cost_violation(
+                "cost.bloom_false_positives",
+                format!(
+                    "at most {allowed} of {} Bloom probes of never-written keys pass ({bits_per_key} bits per key: a \
+                     design false-positive rate of {rate:.4})",
+                    self.cost.bloom_probes
+                ),
+                format!("{} passed (the last: key {key}, {probes} tables in range)", self.cost.bloom_passes),
+            ));
+        }
+        Ok(())
+    }
+
+    fn check_flush_drains(&self) -> Result<(), Violation> {
+        let stats = self.db.as_ref().expect("checked open").stats();
+        if stats.immutable_memtables > 0 {
+            return Err(cost_violation(
+                "cost.flush_drains",
+                "a flush that returned Ok leaves no immutable memtable",
+                format!("{} immutable memtables left", stats.immutable_memtables),
+            ));
+        }
+        Ok(())
+    }
+
+    fn check_log_syncs(&self) -> Result<(), Violation> {
+        let syncs: u64 = self.cost.last_call.iter().filter(|(path, _)| is_log(path)).map(|(_, io)| io.file_syncs).sum();
+        if syncs > LOG_SYNCS_PER_WRITE_MAX {
+            return Err(cost_violation(
+                "cost.log_syncs_per_write",
+                format!("an acknowledged write syncs the log at most {LOG_SYNCS_PER_WRITE_MAX} times"),
+                format!("{syncs} log syncs: {:?}", self.cost.last_call),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The rate falls with more bits per key; at ten bits it is the textbook ~0.8 %.
+    #[test]
+    fn design_rates() {
+        let ten = bloom_false_positive_rate(10);
+        assert!((0.007..0.010).contains(&ten), "{ten}");
+        assert!(bloom_false_positive_rate(4) > bloom_false_positive_rate(8));
+        assert!(bloom_false_positive_rate(1) <= 1.0);
+    }
+
+    /// The bound: all probes at a rate near one, a small excess allowed at ten bits, and a filter that always
+    /// passes crosses it within a few dozen probes.
+    #[test]
+    fn passes_bound() {
+        assert_eq!(bloom_passes_max(100, 0.9), 100);
+        let rate = bloom_false_positive_rate(10);
+        assert!(bloom_passes_max(100, rate) >= 5);
+        assert!(bloom_passes_max(20, rate) < 20, "an always-maybe filter is caught by 20 probes at ten bits");
+    }
+}
