@@ -292,6 +292,7 @@ fn rotate_log<E: Env>(inner: &Arc<Inner<E>>, state: &mut State<E>) -> Result<()>
     // The seal follows every queued record: its sync writes them all first (ADR-0134).
     state.wal.append(RecordKind::Seal, &[], false)?;
     state.wal.sync()?;
+    state.log_seals += 1;
     // Every pending commit is in this segment and now durable: make it visible in this memtable, whose log is
     // this segment, before the memtable is queued for flushing.
     if !state.pending_commits.is_empty() {

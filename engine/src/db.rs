@@ -25,6 +25,9 @@ pub struct Stats {
     pub immutable_memtables: usize,
     pub flush_count: u64,
     pub compaction_count: u64,
+    /// Log segments a memtable rotation sealed with a sync of their own (the next segment's creation may then
+    /// have failed).
+    pub log_seals: u64,
     pub last_sequence: u64,
     pub wal_segments: usize,
     pub pending_commits: usize,
@@ -255,6 +258,7 @@ impl<E: Env> Db<E> {
             immutable_memtables: state.immutables.len(),
             flush_count: state.flush_count,
             compaction_count: state.compaction_count,
+            log_seals: state.log_seals,
             last_sequence: state.last_sequence,
             wal_segments: 1 + state.immutables.len(),
             pending_commits: state.pending_commits.len(),

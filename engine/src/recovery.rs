@@ -114,6 +114,7 @@ pub(crate) fn open<E: Env>(env: E, dir: &Path, options: Options) -> Result<Arc<I
         deleting_files: BTreeSet::new(),
         flush_count: 0,
         compaction_count: 0,
+        log_seals: 0,
         commit_count: 0,
     };
     let inner = Arc::new(Inner::new(env, dir.to_path_buf(), options, cache, state, lock));

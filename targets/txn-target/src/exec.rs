@@ -350,9 +350,9 @@ impl TxnTarget {
             return Ok(Observed::Skipped);
         };
         let db = self.live_db();
-        self.ack_cost.before(world.env());
+        self.ack_cost.before(world.env(), db.stats().log_seals);
         let waited = db.wait_for_commit(&ticket);
-        self.ack_cost.after(world.env());
+        self.ack_cost.after(world.env(), db.stats().log_seals);
         if let Err(error) = waited {
             return tolerate(world, "wait_for_commit", &error);
         }
