@@ -31,6 +31,7 @@ compile_error!(
 );
 
 mod clock;
+mod devices;
 mod dirs;
 mod fds;
 mod files;
@@ -59,6 +60,7 @@ use std::sync::Arc;
 use env::SimEnv;
 
 pub use crate::clock::REALTIME_BASE_SECS;
+pub use crate::devices::RANDOM_DEVICES;
 pub use crate::fds::{FD_BASE, FDS_MAX};
 pub use crate::machine::WORLD_CPUS;
 pub use crate::paths::{MACHINE_SHAPE_DIRS, MACHINE_SHAPE_FILES};
@@ -169,6 +171,21 @@ impl Drop for Entered {
             }
         }
     }
+}
+
+/// Run `f` with the calling thread unbound from its world, as if it were outside every run, then bind it again:
+/// `f`'s calls go to the real C library, so nothing it does reaches the world (a world path is `ENOENT` on the
+/// host, ADR-0164; a simulated descriptor is `EBADF` to the kernel, and closing one succeeds and leaves it to its
+/// world, ADR-0163). For dropping the handles of a process that died (ADR-0177): their close must not write.
+pub fn unbound<T>(f: impl FnOnce() -> T) -> T {
+    struct Rebind(Option<std::sync::Arc<World>>);
+    impl Drop for Rebind {
+        fn drop(&mut self) {
+            drop(world::set_current(self.0.take()));
+        }
+    }
+    let _rebind = Rebind(world::set_current(None));
+    f()
 }
 
 /// The calling thread's world's stats, if the thread is bound.
