@@ -35,3 +35,52 @@ fn every_journal_mode_runs_on_the_unix_vfs_through_the_world() {
         assert!(coverage.get("sqlite.commits") > 0 && coverage.get("recoveries") > 0, "{cell}: {coverage:?}");
     }
 }
+
+/// Run one of this crate's binaries: (exit code, stdout, stderr).
+fn run_bin(bin: &str, args: &[&str]) -> (Option<i32>, String, String) {
+    let output = std::process::Command::new(bin).args(args).output().expect("runs");
+    let text = |bytes: Vec<u8>| String::from_utf8(bytes).expect("UTF-8");
+    (output.status.code(), text(output.stdout), text(output.stderr))
+}
+
+#[test]
+fn a_seed_on_the_unix_vfs_is_deterministic() {
+    let (code, out, error) = run_bin(env!("CARGO_BIN_EXE_sqlite-unix"), &["--seed", "3", "--check-determinism"]);
+    assert_eq!(code, Some(0), "{out}{error}");
+    assert!(out.contains("determinism: ok"), "{out}{error}");
+}
+
+#[test]
+fn a_run_does_not_depend_on_the_seeds_before_it() {
+    let _serial = serial();
+    let cell = Cell { journal_mode: JournalMode::Wal, synchronous: Synchronous::Normal };
+    let alone = run(11, cell, 300);
+    for seed in 0..3 {
+        run(seed, Cell { journal_mode: JournalMode::ALL[seed as usize], synchronous: Synchronous::Off }, 300);
+    }
+    let after = run(11, cell, 300);
+    assert!(alone.passed(), "{:?}", alone.failure);
+    assert_eq!(alone.digest, after.digest, "seed 11 ran differently after other seeds in the process");
+}
+
+/// The matrix binary compares its verdicts with the VFS route's matrix, cell for cell, and fails on a difference.
+#[test]
+fn the_matrix_check_fails_when_a_cell_differs_from_the_other_routes_matrix() {
+    let matrix = env!("CARGO_BIN_EXE_sqlite-unix-matrix");
+    let committed = concat!(env!("CARGO_MANIFEST_DIR"), "/../../seeds/sqlite/MATRIX-ext4-ordered.md");
+    let args = ["--seeds", "0..2", "--persistence", "ext4-ordered", "--cells", "WAL/FULL", "--check", "--against"];
+    let (code, out, error) = run_bin(matrix, &[&args[..], &[committed]].concat());
+    assert_eq!(code, Some(0), "{out}{error}");
+    assert!(out.contains("WAL/FULL (ext4-ordered): 2 seeds, 2 passed") && out.contains("0 of 1 cells differ"), "{out}");
+    // The same run against a matrix whose WAL/FULL row disagrees: exit 1, naming the cell.
+    let fs = holdfast::env::fs::Fs::new(holdfast::env::RealEnv::new());
+    let text = String::from_utf8(fs.read(committed).expect("read")).expect("UTF-8");
+    let row = text.lines().find(|line| line.starts_with("| WAL | FULL |")).expect("the WAL/FULL row");
+    let doctored = text.replace(row, &row.replace("| yes |", "| `ext4-ordered-wal-full-durability-lost-commit` |"));
+    let scratch = holdfast::env::RealEnv::new().temp_dir("sqlite-unix-against").expect("temp dir");
+    let path = scratch.path().join("MATRIX-doctored.md");
+    fs.write(&path, doctored).expect("write");
+    let (code, out, error) = run_bin(matrix, &[&args[..], &[path.to_str().expect("UTF-8")]].concat());
+    assert_eq!(code, Some(1), "{out}{error}");
+    assert!(out.contains("differs: WAL/FULL agrees here, disagrees in"), "{out}");
+}
