@@ -15,9 +15,9 @@ use holdfast::env::{DiskModel, Persistence, RealEnv};
 use holdfast::swarm::required_coverage;
 use holdfast::{FaultProfile, OutcomeOf, RunOptions, SwarmSummary, WorldConfig, corpus, run_configured};
 
-use crate::route::{Route, VfsRoute};
 use crate::SqliteTarget;
 use crate::config::{Cell, SqliteConfig, assumed_menu};
+use crate::route::{Route, VfsRoute};
 
 /// The most reruns one shrink may take.
 pub const SHRINK_BUDGET_MAX: u64 = 2000;
@@ -244,9 +244,8 @@ pub fn read_verdicts(markdown: &str) -> Result<BTreeMap<Cell, bool>, String> {
         let columns: Vec<&str> = line.split('|').map(str::trim).collect();
         // `| MODE | SYNC | seeds | lost | partial | integrity | promise | agrees |`: 8 columns between 9 bars.
         let [_, mode, sync, _, _, _, _, _, agrees, _] = columns.as_slice() else { continue };
-        let Some(cell) = Cell::all()
-            .into_iter()
-            .find(|cell| cell.journal_mode.sql() == *mode && cell.synchronous.sql() == *sync)
+        let Some(cell) =
+            Cell::all().into_iter().find(|cell| cell.journal_mode.sql() == *mode && cell.synchronous.sql() == *sync)
         else {
             continue;
         };

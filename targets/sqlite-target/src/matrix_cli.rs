@@ -8,13 +8,13 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use holdfast::RunOptions;
-use holdfast::env::fs::Fs;
-use holdfast::env::{Persistence, RealEnv};
 use crate::matrix::{
     CellResult, find_pinned, matrix_command, matrix_file_name, pin_findings, read_verdicts, render, run_cell,
 };
 use crate::{Cell, Promise, Route};
+use holdfast::RunOptions;
+use holdfast::env::fs::Fs;
+use holdfast::env::{Persistence, RealEnv};
 
 /// The command line, parsed.
 #[derive(Debug)]
