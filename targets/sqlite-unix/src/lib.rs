@@ -63,8 +63,8 @@ impl Route for UnixRoute {
     }
 
     /// Temporary files go under the world's temp directory (SQLite would otherwise `stat` `/var/tmp`, `/tmp`, ...:
-    /// host paths, refused). In a WAL cell, `locking_mode=EXCLUSIVE` comes first, before anything reads the
-    /// database: SQLite then keeps the WAL index in heap memory instead of `mmap`ing a `-shm` file, which a world
+    /// host paths, refused). In a WAL cell, `locking_mode=EXCLUSIVE` comes before the cell's pragmas (the
+    /// first of which reads the schema): SQLite then keeps the WAL index in heap memory instead of `mmap`ing a `-shm` file, which a world
     /// refuses (wal.html#noshm; ADR-0177 says why the comparison stays fair).
     fn open(&self, config: &SqliteConfig) -> rusqlite::Result<Connection> {
         let conn = Connection::open_with_flags_and_vfs(self.host_path(db::DB_PATH), db::open_flags(), UNIX_VFS)?;
