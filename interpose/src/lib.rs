@@ -173,18 +173,20 @@ impl Drop for Entered {
     }
 }
 
-/// Run `f` with the calling thread unbound from its world, as if it were outside every run, then bind it again:
-/// `f`'s calls go to the real C library, so nothing it does reaches the world (a world path is `ENOENT` on the
-/// host, ADR-0164; a simulated descriptor is `EBADF` to the kernel, and closing one succeeds and leaves it to its
-/// world, ADR-0163). For dropping the handles of a process that died (ADR-0177): their close must not write.
-pub fn unbound<T>(f: impl FnOnce() -> T) -> T {
-    struct Rebind(Option<std::sync::Arc<World>>);
-    impl Drop for Rebind {
+/// Run `f` as a process that died (ADR-0177): for its duration no call of the calling thread reaches its world.
+/// Calls go to the real C library instead, where a world path does not exist (`ENOENT`, ADR-0164) and a simulated
+/// descriptor is not the kernel's (`EBADF`), except `close` of a simulated descriptor, which releases it from the
+/// thread's world with no IO, as the kernel closes a dead process's descriptors (so the world's table does not
+/// keep its files, and the world, alive). For dropping the handles of a process that died: their close must not
+/// write, and their descriptors must go.
+pub fn fenced<T>(f: impl FnOnce() -> T) -> T {
+    struct Unfence(bool);
+    impl Drop for Unfence {
         fn drop(&mut self) {
-            drop(world::set_current(self.0.take()));
+            world::set_fenced(self.0);
         }
     }
-    let _rebind = Rebind(world::set_current(None));
+    let _unfence = Unfence(world::set_fenced(true));
     f()
 }
 

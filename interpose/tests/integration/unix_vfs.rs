@@ -1,6 +1,6 @@
 //! What SQLite's unix VFS needs beyond `std` (ADR-0177): `/dev/urandom` drawn from the world, the world
 //! directory's parent seen as a directory when a path is canonicalised element by element (`lstat`, `readlink`),
-//! and a thread that drops a dead process's handles unbound, so that nothing reaches the world.
+//! and a thread that drops a dead process's handles fenced, so that nothing reaches the world and its descriptors go.
 
 use std::ffi::CString;
 use std::io::Read;
@@ -75,23 +75,29 @@ fn the_world_directorys_parent_is_a_directory_and_world_paths_are_never_links() 
 }
 
 #[test]
-fn an_unbound_drop_reaches_neither_the_world_nor_the_host() {
+fn a_fenced_drop_reaches_neither_the_world_nor_the_host_and_releases_its_descriptors() {
     let world = SimEnv::new(44);
     let entered = interpose::enter(&world);
     let path = entered.dir().join("log");
     let mut file = std::fs::File::create(&path).expect("create");
     let digest = world.disk_digest();
     let calls = entered.stats().total_calls();
-    interpose::unbound(|| {
-        assert!(interpose::stats().is_none(), "unbound inside");
+    assert_eq!(entered.stats().open_descriptors, 1);
+    interpose::fenced(|| {
         let write = std::io::Write::write(&mut file, b"after death");
         assert_eq!(write.expect_err("EBADF from the kernel").raw_os_error(), Some(libc::EBADF));
         let removed = std::fs::remove_file(&path).expect_err("a world path is not the host's");
         assert_eq!(removed.raw_os_error(), Some(libc::ENOENT));
         drop(file);
     });
-    assert!(interpose::stats().is_some(), "bound again after");
     assert_eq!(world.disk_digest(), digest, "the world's disk did not change");
-    assert_eq!(entered.stats().total_calls(), calls, "the world answered nothing");
+    let stats = entered.stats();
+    assert_eq!(stats.total_calls(), calls, "the world answered nothing");
+    assert_eq!(stats.open_descriptors, 0, "the dead process's descriptor was released");
     assert_eq!(world.read_current(Path::new("/log")).as_deref(), Some(&b""[..]));
+    std::fs::write(&path, b"alive again").expect("the fence is lifted after");
+    drop(entered);
+    let weak = world.downgrade();
+    drop(world);
+    assert!(weak.upgrade().is_none(), "nothing the fenced drop left keeps the world alive");
 }

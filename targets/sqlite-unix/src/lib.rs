@@ -81,10 +81,12 @@ impl Route for UnixRoute {
         Ok(conn)
     }
 
-    /// Dropped with the thread unbound: SQLite's close reaches the real C library, where the world's paths do not
-    /// exist and its descriptors are not the kernel's, so it writes, checkpoints and deletes nothing.
+    /// Dropped fenced (`interpose::fenced`): SQLite's close reaches the real C library, where the world's paths do
+    /// not exist and its descriptors are not the kernel's, so it writes, checkpoints and deletes nothing; its
+    /// `close`s release the world's descriptors.
     fn forget(&self, conn: Connection) {
-        interpose::unbound(|| drop(conn));
+        let _bound = self.bind();
+        interpose::fenced(|| drop(conn));
     }
 
     /// The C library calls the world answered, by function (`interpose.pwrite64`, ...).
