@@ -84,3 +84,30 @@ fn the_matrix_check_fails_when_a_cell_differs_from_the_other_routes_matrix() {
     assert_eq!(code, Some(1), "{out}{error}");
     assert!(out.contains("differs: WAL/FULL agrees here, disagrees in"), "{out}");
 }
+
+/// A dead process's connection (`Route::forget`) writes nothing, releases its descriptors, and leaves nothing that
+/// keeps the world alive: a matrix runs thousands of worlds in one process (`interpose` allows 4,096 at once).
+#[test]
+fn a_forgotten_connection_changes_nothing_and_frees_its_world() {
+    use sqlite_target::Route;
+    let _serial = serial();
+    let env = holdfast::env::SimEnv::new(9);
+    let route = sqlite_unix::UnixRoute::new(&env);
+    sqlite_target::db::create_files(&env).expect("create /sqlite");
+    let config = SqliteConfig::in_cell(9, Cell { journal_mode: JournalMode::Wal, synchronous: Synchronous::Normal });
+    let conn = {
+        let _bound = route.bind();
+        let conn = route.open(&config).expect("open on the unix VFS");
+        conn.execute_batch("INSERT INTO kv(k, v) VALUES (1, x'00')").expect("a commit");
+        conn
+    };
+    assert!(route.bind().stats().open_descriptors > 0, "the database and its WAL are open");
+    let digest = env.disk_digest();
+    route.forget(conn);
+    assert_eq!(env.disk_digest(), digest, "the close of a dead process wrote, checkpointed or deleted something");
+    assert_eq!(route.bind().stats().open_descriptors, 0, "its descriptors stayed in the world's table");
+    drop(route);
+    let weak = env.downgrade();
+    drop(env);
+    assert!(weak.upgrade().is_none(), "something the forgotten connection left keeps the world alive");
+}
