@@ -3,7 +3,7 @@
 //!
 //! ```sh
 //! cargo run --release -p sqlite-unix --bin sqlite-unix-matrix -- --seeds 0..200 --persistence ext4-ordered
-//! cargo run -p sqlite-unix --bin sqlite-unix-matrix -- --seeds 0..3 --persistence ext4-ordered --check \
+//! cargo run -p sqlite-unix --bin sqlite-unix-matrix -- --seeds 0..5 --persistence ext4-ordered --check \
 //!     --against seeds/sqlite/MATRIX-ext4-ordered.md                                             # CI
 //! ```
 
