@@ -27,6 +27,8 @@ pub(crate) fn is_simulated(fd: i32) -> bool {
 pub(crate) enum Target {
     File(SimFile),
     Dir,
+    /// `/dev/urandom` or `/dev/random`: reads draw from the world's randomness ([`crate::devices`]).
+    Random,
 }
 
 /// An open file description: shared by `dup`s, as POSIX shares offsets and flags.

@@ -17,6 +17,10 @@ type OpenFn = unsafe extern "C" fn(*const c_char, c_int, mode_t) -> c_int;
 type OpenatFn = unsafe extern "C" fn(c_int, *const c_char, c_int, mode_t) -> c_int;
 
 fn open_in_world(kind: &'static str, dirfd: Option<c_int>, path: *const c_char, flags: c_int) -> Option<c_int> {
+    // SAFETY: as below.
+    if let Some(fd) = unsafe { crate::devices::open_random(kind, path, flags) } {
+        return Some(fd);
+    }
     // SAFETY: `path` comes from the C caller, null or NUL-terminated.
     match unsafe { route_path(kind, dirfd, path) } {
         Routed::Real => None,
@@ -91,6 +95,7 @@ pub unsafe extern "C" fn creat64(path: *const c_char, mode: mode_t) -> c_int {
 pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     match world_fd(fd) {
         Some(call) => ret_unit(ops::answer(&call, "close", |world| ops::close(world, fd))),
+        None if is_simulated(fd) && crate::world::is_fenced() && crate::world::release_fenced(fd) => 0,
         None if is_simulated(fd) && !crate::world::is_inside() => 0,
         None => real!(close: unsafe extern "C" fn(c_int) -> c_int => (fd)),
     }
@@ -471,8 +476,9 @@ fn fcntl_in_world(world: &crate::world::World, fd: c_int, command: c_int, argume
 }
 
 fn fcntl_answer(kind: &'static str, fd: c_int, command: c_int, argument: c_long) -> Option<c_int> {
-    if command == libc::F_GETFD && is_simulated(fd) && !crate::world::is_inside() && crate::world::current().is_none() {
-        // `std`'s check before closing an owned descriptor (see `close`), outside the descriptor's world.
+    let outside = crate::world::current().is_none() || crate::world::is_fenced();
+    if command == libc::F_GETFD && is_simulated(fd) && !crate::world::is_inside() && outside {
+        // `std`'s check before closing an owned descriptor (see `close`), outside the descriptor's world or fenced.
         return Some(libc::FD_CLOEXEC);
     }
     let call = world_fd(fd)?;

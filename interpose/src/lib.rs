@@ -31,6 +31,7 @@ compile_error!(
 );
 
 mod clock;
+mod devices;
 mod dirs;
 mod fds;
 mod files;
@@ -60,6 +61,7 @@ use std::sync::Arc;
 use env::SimEnv;
 
 pub use crate::clock::REALTIME_BASE_SECS;
+pub use crate::devices::RANDOM_DEVICES;
 pub use crate::fds::{FD_BASE, FDS_MAX};
 pub use crate::machine::WORLD_CPUS;
 pub use crate::paths::{MACHINE_SHAPE_DIRS, MACHINE_SHAPE_FILES};
@@ -170,6 +172,23 @@ impl Drop for Entered {
             }
         }
     }
+}
+
+/// Run `f` as a process that died (ADR-0177): for its duration no call of the calling thread reaches its world.
+/// Calls go to the real C library instead, where a world path does not exist (`ENOENT`, ADR-0164) and a simulated
+/// descriptor is not the kernel's (`EBADF`), except `close` of a simulated descriptor, which releases it from the
+/// thread's world with no IO, as the kernel closes a dead process's descriptors (so the world's table does not
+/// keep its files, and the world, alive). For dropping the handles of a process that died: their close must not
+/// write, and their descriptors must go.
+pub fn fenced<T>(f: impl FnOnce() -> T) -> T {
+    struct Unfence(bool);
+    impl Drop for Unfence {
+        fn drop(&mut self) {
+            world::set_fenced(self.0);
+        }
+    }
+    let _unfence = Unfence(world::set_fenced(true));
+    f()
 }
 
 /// The calling thread's world's stats, if the thread is bound.

@@ -87,6 +87,37 @@ pub unsafe extern "C" fn faccessat(dirfd: c_int, path: *const c_char, mode: c_in
         .unwrap_or_else(|| real!(faccessat: FaccessatFn => (dirfd, path, mode, flags)))
 }
 
+/// `readlink` of a world path: a world has no symbolic links, so an existing node is `EINVAL` (not a link).
+fn not_a_link(world: &World, path: &Path) -> Answer<()> {
+    exists(world, path).and(Err(libc::EINVAL))
+}
+
+type ReadlinkFn = unsafe extern "C" fn(*const c_char, *mut c_char, libc::size_t) -> libc::ssize_t;
+type ReadlinkatFn = unsafe extern "C" fn(c_int, *const c_char, *mut c_char, libc::size_t) -> libc::ssize_t;
+
+/// `readlink(2)` (SQLite's `unixFullPathname` asks only of a path `lstat` called a link, which none in a world is).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn readlink(path: *const c_char, buf: *mut c_char, size: libc::size_t) -> libc::ssize_t {
+    match one_path("readlink", None, path, not_a_link) {
+        Some(failed) => failed as libc::ssize_t,
+        None => real!(readlink: ReadlinkFn => (path, buf, size)),
+    }
+}
+
+/// `readlinkat(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn readlinkat(
+    dirfd: c_int,
+    path: *const c_char,
+    buf: *mut c_char,
+    size: libc::size_t,
+) -> libc::ssize_t {
+    match one_path("readlinkat", Some(dirfd), path, not_a_link) {
+        Some(failed) => failed as libc::ssize_t,
+        None => real!(readlinkat: ReadlinkatFn => (dirfd, path, buf, size)),
+    }
+}
+
 /// Route a two-path call: both in the world (answered), both real (`None`), or mixed (`EXDEV`, as between two
 /// file systems; a host path among them is refused by the routing).
 fn two_paths(

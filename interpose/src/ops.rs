@@ -44,10 +44,11 @@ fn file_of(description: &Description) -> Answer<&env::sim::SimFile> {
     match &description.target {
         Target::File(file) => Ok(file),
         Target::Dir => Err(libc::EISDIR),
+        Target::Random => Err(libc::EINVAL),
     }
 }
 
-fn install(world: &World, description: Description, at_least: c_int) -> Answer<c_int> {
+pub(crate) fn install(world: &World, description: Description, at_least: c_int) -> Answer<c_int> {
     world.state().fds.insert(Arc::new(description), at_least).ok_or(libc::EMFILE)
 }
 
@@ -95,6 +96,9 @@ pub(crate) fn open(world: &World, path: PathBuf, flags: c_int) -> Answer<c_int> 
 /// `read`/`pread`: at the description's offset (advancing it) or at `at`.
 pub(crate) fn read(world: &World, fd: c_int, buf: &mut [u8], at: Option<u64>) -> Answer<usize> {
     let description = description(world, fd)?;
+    if matches!(description.target, Target::Random) {
+        return Ok(crate::devices::read_random(world, buf));
+    }
     let file = file_of(&description)?;
     if !description.readable {
         return Err(libc::EBADF);
@@ -131,7 +135,7 @@ pub(crate) fn seek(world: &World, fd: c_int, offset: i64, whence: c_int) -> Answ
         (libc::SEEK_SET, _) => 0,
         (libc::SEEK_CUR, _) => description.offset(),
         (libc::SEEK_END, Target::File(file)) => file.len().map_err(io)?,
-        (libc::SEEK_END, Target::Dir) => 0,
+        (libc::SEEK_END, Target::Dir | Target::Random) => 0,
         _ => return Err(libc::EINVAL),
     };
     let target = i128::from(base) + i128::from(offset);
@@ -149,6 +153,7 @@ pub(crate) fn sync(world: &World, fd: c_int) -> Answer<()> {
     match &description.target {
         Target::File(file) => file.sync().map_err(io),
         Target::Dir => world.env().sync_dir(&description.path).map_err(io),
+        Target::Random => Err(libc::EINVAL),
     }
 }
 

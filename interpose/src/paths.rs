@@ -70,6 +70,11 @@ pub(crate) fn place(world: &World, base: &Base, path: &Path) -> Place {
     if let Some(inside) = world.world_path(&absolute) {
         return Place::World(inside);
     }
+    // `/holdfast-world`, the world directory's parent, is the world's root seen from above: a directory (SQLite's
+    // unix VFS `lstat`s each element of a database's path), never the host's (ADR-0164 keeps it off the host).
+    if absolute != Path::new("/") && world.dir.starts_with(&absolute) {
+        return Place::World(PathBuf::from("/"));
+    }
     let shape = MACHINE_SHAPE_FILES.iter().any(|file| absolute == Path::new(file))
         || MACHINE_SHAPE_DIRS.iter().any(|dir| absolute.starts_with(dir));
     if shape { Place::Shape } else { Place::Host(absolute) }

@@ -28,13 +28,17 @@ pub(crate) fn fill(call: &Call, kind: &'static str, buf: *mut c_void, len: usize
             return Ok(0);
         }
         // SAFETY: the caller's buffer of at least `len` bytes (non-null).
-        let bytes = unsafe { std::slice::from_raw_parts_mut(buf.cast::<u8>(), len) };
-        for chunk in bytes.chunks_mut(8) {
-            let draw = world.env().random_u64().to_le_bytes();
-            chunk.copy_from_slice(&draw[..chunk.len()]);
-        }
+        fill_from(world, unsafe { std::slice::from_raw_parts_mut(buf.cast::<u8>(), len) });
         Ok(len)
     })
+}
+
+/// Fill `bytes` from the world's engine stream, eight bytes per draw (each draw a yield point).
+pub(crate) fn fill_from(world: &crate::world::World, bytes: &mut [u8]) {
+    for chunk in bytes.chunks_mut(8) {
+        let draw = world.env().random_u64().to_le_bytes();
+        chunk.copy_from_slice(&draw[..chunk.len()]);
+    }
 }
 
 /// `getrandom(2)`: the world's bytes (the flags do not matter: the world never blocks).

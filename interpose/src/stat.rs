@@ -26,17 +26,22 @@ const IO_BLOCK_BYTES: u32 = 4096;
 
 /// What `stat` reports for one node.
 #[derive(Debug, Clone, Copy)]
-struct Attributes {
-    mode: u32,
-    ino: u64,
-    nlink: u32,
-    size: u64,
+pub(crate) struct Attributes {
+    pub(crate) mode: u32,
+    pub(crate) ino: u64,
+    pub(crate) nlink: u32,
+    pub(crate) size: u64,
+}
+
+/// The inode number of a world path: hashed from it, so the same in every run.
+pub(crate) fn inode_of(path: &Path) -> u64 {
+    let mut hasher = StableHasher::new();
+    hasher.write(path.as_os_str().as_encoded_bytes());
+    hasher.finish() | 1
 }
 
 fn attributes(path: &Path, info: NodeInfo) -> Attributes {
-    let mut hasher = StableHasher::new();
-    hasher.write(path.as_os_str().as_encoded_bytes());
-    let ino = hasher.finish() | 1;
+    let ino = inode_of(path);
     match info {
         NodeInfo::Dir => Attributes { mode: libc::S_IFDIR | 0o755, ino, nlink: 2, size: 4096 },
         NodeInfo::File { len_bytes } => Attributes { mode: libc::S_IFREG | 0o644, ino, nlink: 1, size: len_bytes },
@@ -50,12 +55,15 @@ fn path_attributes(world: &World, path: &Path) -> Answer<Attributes> {
 fn fd_attributes(world: &World, fd: c_int) -> Answer<Attributes> {
     let description = ops::description(world, fd)?;
     world.env().charge_work(1, "fstat");
+    if matches!(description.target, crate::fds::Target::Random) {
+        return Ok(crate::devices::attributes_of_random(&description.path));
+    }
     let info = world.env().lookup_current(&description.path).unwrap_or(match &description.target {
         // An unlinked but open file: its size through the handle.
         crate::fds::Target::File(file) => {
             NodeInfo::File { len_bytes: env::File::len(file).map_err(|e| crate::paths::errno_of(&e))? }
         }
-        crate::fds::Target::Dir => NodeInfo::Dir,
+        crate::fds::Target::Dir | crate::fds::Target::Random => NodeInfo::Dir,
     });
     Ok(attributes(&description.path, info))
 }

@@ -122,6 +122,28 @@ thread_local! {
     /// A panic raised while this thread's intercepted call ran (a work budget overrun, a scheduler abort, a bug):
     /// it cannot unwind through the C caller, so it waits here and the call fails; see [`guarded`].
     static PENDING: RefCell<Option<Box<dyn Any + Send>>> = const { RefCell::new(None) };
+    /// True while this thread runs as a process that died ([`crate::fenced`]): no call reaches its world.
+    static FENCED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Set or clear this thread's fence; returns the previous value.
+pub(crate) fn set_fenced(fenced: bool) -> bool {
+    FENCED.try_with(|flag| flag.replace(fenced)).unwrap_or(false)
+}
+
+/// True while the calling thread is fenced ([`crate::fenced`]).
+pub(crate) fn is_fenced() -> bool {
+    FENCED.try_with(Cell::get).unwrap_or(false)
+}
+
+/// A fenced thread's `close` of a simulated descriptor: the descriptor is released from the thread's world with no
+/// yield point and no IO, as the kernel closes a dead process's descriptors. `false` when the thread has no world.
+pub(crate) fn release_fenced(fd: libc::c_int) -> bool {
+    let Some(world) = current() else { return false };
+    let _inside = Inside::enter();
+    let removed = world.state().fds.remove(fd);
+    drop(removed);
+    true
 }
 
 /// Run `answer` (this crate's answer to an intercepted call) so that a panic inside it does not unwind into the C
@@ -225,7 +247,7 @@ pub(crate) struct Call {
 /// The world that should answer the calling thread's intercepted call, or `None`: the thread is not bound, or this
 /// crate's own code is running on it (the caller then calls the real C library).
 pub(crate) fn begin() -> Option<Call> {
-    if INSIDE.try_with(Cell::get).unwrap_or(true) {
+    if INSIDE.try_with(Cell::get).unwrap_or(true) || is_fenced() {
         return None;
     }
     let inside = Inside::enter();

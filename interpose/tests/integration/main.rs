@@ -12,4 +12,5 @@ mod pthread_c;
 mod raw_syscalls;
 mod refusals;
 mod threads;
+mod unix_vfs;
 mod worlds;

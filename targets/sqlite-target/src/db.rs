@@ -69,8 +69,18 @@ pub fn wipe(env: &SimEnv) -> Result<(), SystemError> {
 
 /// Open the database on the holdfast VFS and set the cell's pragmas; create the table if it is missing.
 pub fn open(config: &SqliteConfig) -> rusqlite::Result<Connection> {
-    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let conn = Connection::open_with_flags_and_vfs(DB_PATH, flags, crate::vfs::VFS_NAME)?;
+    let conn = Connection::open_with_flags_and_vfs(DB_PATH, open_flags(), crate::vfs::VFS_NAME)?;
+    configure(&conn, config)?;
+    Ok(conn)
+}
+
+/// How every route opens the database: read-write, created if missing, no SQLite mutex (one thread uses it).
+pub fn open_flags() -> OpenFlags {
+    OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX
+}
+
+/// Set the cell's pragmas on a new connection and create the table if it is missing (every route, in this order).
+pub fn configure(conn: &Connection, config: &SqliteConfig) -> rusqlite::Result<()> {
     conn.pragma_update(None, "page_size", config.page_size_bytes)?;
     conn.pragma_update(None, "cache_size", config.cache_size_pages)?;
     let mode: String =
@@ -81,8 +91,7 @@ pub fn open(config: &SqliteConfig) -> rusqlite::Result<Connection> {
     }
     conn.pragma_update(None, "synchronous", config.cell.synchronous.sql())?;
     conn.pragma_update(None, "wal_autocheckpoint", config.wal_autocheckpoint_pages)?;
-    conn.execute_batch("CREATE TABLE IF NOT EXISTS kv(k INTEGER PRIMARY KEY, v BLOB NOT NULL)")?;
-    Ok(conn)
+    conn.execute_batch("CREATE TABLE IF NOT EXISTS kv(k INTEGER PRIMARY KEY, v BLOB NOT NULL)")
 }
 
 /// Run one write of a transaction.

@@ -28,15 +28,16 @@
 pub mod config;
 pub mod db;
 pub mod matrix;
+pub mod matrix_cli;
 pub mod model;
 pub mod ops;
+pub mod route;
 mod run;
 #[expect(unsafe_code, reason = "the sqlite3_vfs C interface, confined to this module (ADR-0078)")]
 pub mod vfs;
 pub mod world;
 
 use std::path::Path;
-use std::rc::Rc;
 
 use holdfast::env::{DeterministicRng, Op as Io, SimEnv};
 use holdfast::{Coverage, FaultMenu, FaultProfile, FaultSite, Observed, SeedParallelism, Step, SystemError, Target};
@@ -46,15 +47,16 @@ use rusqlite::Connection;
 pub use self::config::{Cell, JournalMode, LossBound, Promise, SqliteConfig, Synchronous};
 pub use self::model::{History, State, Write};
 pub use self::ops::{CheckpointMode, Observation, Op};
-use self::world::VfsWorld;
+pub use self::route::{Route, VfsRoute};
 
 /// The value id of the liveness phase's write.
 pub const LIVENESS_VALUE_ID: u64 = u64::MAX;
 
-/// The sqlite target's state: the connection (when open), the model, the VFS's world, counters.
-pub struct SqliteTarget {
+/// The sqlite target's state: the connection (when open), the model, the route to the world, counters. Generic
+/// over the [`Route`] SQLite reaches the disk by; the default is our VFS ([`VfsRoute`]).
+pub struct SqliteTarget<R: Route = VfsRoute> {
     config: SqliteConfig,
-    world: Rc<VfsWorld>,
+    route: R,
     conn: Option<Connection>,
     history: History,
     /// `/sqlite` and the database file exist durably.
@@ -70,7 +72,7 @@ pub struct SqliteTarget {
     counters: Coverage,
 }
 
-impl std::fmt::Debug for SqliteTarget {
+impl<R: Route> std::fmt::Debug for SqliteTarget<R> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SqliteTarget")
             .field("cell", &self.config.cell)
@@ -80,7 +82,7 @@ impl std::fmt::Debug for SqliteTarget {
     }
 }
 
-impl SqliteTarget {
+impl<R: Route> SqliteTarget<R> {
     /// The configuration this run follows.
     pub fn config(&self) -> &SqliteConfig {
         &self.config
@@ -96,16 +98,16 @@ impl SqliteTarget {
         self.config.cell.promise()
     }
 
-    /// Forget the connection as a dead process would: SQLite's close runs with the VFS fenced, so it writes,
-    /// checkpoints and deletes nothing.
+    /// Forget the connection as a dead process would: its close writes, checkpoints and deletes nothing
+    /// ([`Route::forget`]).
     fn forget_connection(&mut self) {
         if let Some(conn) = self.conn.take() {
-            self.world.fenced(|| drop(conn));
+            self.route.forget(conn);
         }
     }
 
     pub(crate) fn open_database(&mut self, env: &SimEnv) -> Result<(), SystemError> {
-        world::install(&self.world);
+        let _bound = self.route.bind();
         if !self.files_created {
             db::create_files(env)?;
             self.files_created = true;
@@ -115,7 +117,7 @@ impl SqliteTarget {
             db::wipe(env)?;
             self.history.reset(State::new());
         }
-        match db::open(&self.config) {
+        match self.route.open(&self.config) {
             Ok(conn) => {
                 self.conn = Some(conn);
                 Ok(())
@@ -136,14 +138,11 @@ impl SqliteTarget {
     }
 }
 
-impl Target for SqliteTarget {
-    const NAME: &'static str = "sqlite";
-    const ABOUT: &'static str = "SQLite (bundled by rusqlite) on the simulated disk through a sqlite3_vfs over Env: \
-                                 SQL transactions, reads, checkpoints and integrity checks, crashes everywhere, \
-                                 judged per (journal_mode, synchronous) cell against SQLite's documented promises; \
-                                 --fault-profile beyond goes past SQLite's media assumptions";
+impl<R: Route> Target for SqliteTarget<R> {
+    const NAME: &'static str = R::NAME;
+    const ABOUT: &'static str = R::ABOUT;
     const FINDINGS_EXPECT_FAIL: bool = true;
-    const SEEDS_SUBDIR: &'static str = "sqlite";
+    const SEEDS_SUBDIR: &'static str = R::SEEDS_SUBDIR;
     /// SQLite's PRNG, its VFS registry and the thread's current world are process-wide or thread-wide: one seed
     /// at a time per process (ADR-0078).
     const PARALLELISM: SeedParallelism = SeedParallelism::OneAtATime;
@@ -167,15 +166,9 @@ impl Target for SqliteTarget {
     }
 
     fn new(env: &SimEnv, config: &SqliteConfig) -> Self {
-        vfs::register().unwrap_or_else(|code| panic!("registering the holdfast VFS failed with SQLite code {code}"));
-        let powersafe = env.fault_config().crash_torn_garbage_ppm == 0;
-        let world = VfsWorld::new(env.clone(), powersafe);
-        world::install(&world);
-        // A run must not depend on the seeds that ran before it in this process.
-        vfs::reset_prng();
         Self {
             config: config.clone(),
-            world,
+            route: R::new(env),
             conn: None,
             history: History::default(),
             files_created: false,
@@ -194,8 +187,11 @@ impl Target for SqliteTarget {
 
     fn close(&mut self) -> Result<(), SystemError> {
         let Some(conn) = self.conn.take() else { return Ok(()) };
-        conn.close().map_err(|(conn, error)| {
-            self.world.fenced(|| drop(conn));
+        let bound = self.route.bind();
+        let closed = conn.close();
+        drop(bound);
+        closed.map_err(|(conn, error)| {
+            self.route.forget(conn);
             db::system_error(&error)
         })
     }
@@ -209,6 +205,7 @@ impl Target for SqliteTarget {
     }
 
     fn recovered(&mut self, world: &mut World) -> Result<Observation, Violation> {
+        let _bound = self.route.bind();
         self.recover(world)
     }
 
@@ -217,10 +214,12 @@ impl Target for SqliteTarget {
     }
 
     fn apply(&mut self, world: &mut World, op: &Op) -> Result<Observed<Observation>, Violation> {
+        let _bound = self.route.bind();
         self.apply_op(world, op)
     }
 
     fn healthy(&mut self, world: &mut World) -> Result<(), Violation> {
+        let _bound = self.route.bind();
         self.liveness(world)
     }
 
@@ -249,20 +248,12 @@ impl Target for SqliteTarget {
 
     fn coverage(&self, coverage: &mut Coverage) {
         coverage.merge(&self.counters);
-        coverage.merge(&self.world.counters());
+        coverage.merge(&self.route.counters());
     }
 
     fn required_coverage(world: &WorldConfig, config: &SqliteConfig) -> Vec<String> {
-        let mut names = vec!["sqlite.commits", "vfs.randomness_calls"];
-        if config.cell.journal_mode == JournalMode::Wal {
-            names.push("vfs.shm_regions");
-        }
-        if config.cell.synchronous != Synchronous::Off {
-            names.push("vfs.create_dir_syncs");
-        }
-        if config.cell.journal_mode == JournalMode::Delete && config.cell.synchronous == Synchronous::Extra {
-            names.push("vfs.delete_dir_syncs");
-        }
+        let mut names = vec!["sqlite.commits"];
+        names.extend(R::required_coverage(config));
         if world.weights.crashes() {
             names.push("recoveries");
         }

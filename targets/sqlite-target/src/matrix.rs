@@ -13,15 +13,14 @@ use std::ops::Range;
 use holdfast::env::fs::Fs;
 use holdfast::env::{DiskModel, Persistence, RealEnv};
 use holdfast::swarm::required_coverage;
-use holdfast::{FaultProfile, OutcomeOf, RunOptions, SwarmSummary, Target, WorldConfig, corpus, run_configured};
+use holdfast::{FaultProfile, OutcomeOf, RunOptions, SwarmSummary, WorldConfig, corpus, run_configured};
 
 use crate::SqliteTarget;
 use crate::config::{Cell, SqliteConfig, assumed_menu};
+use crate::route::{Route, VfsRoute};
 
 /// The most reruns one shrink may take.
 pub const SHRINK_BUDGET_MAX: u64 = 2000;
-/// The ADR every pinned matrix seed cites.
-pub const MATRIX_ADR: &str = "ADR-0080";
 
 /// One column's tally: a count and the first seed where it was nonzero.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -47,9 +46,9 @@ impl Tally {
     }
 }
 
-/// One cell's result.
+/// One cell's result, on route `R`.
 #[derive(Clone, Debug)]
-pub struct CellResult {
+pub struct CellResult<R: Route = VfsRoute> {
     pub cell: Cell,
     /// The persistence model every seed of the cell ran under.
     pub persistence: Persistence,
@@ -58,12 +57,12 @@ pub struct CellResult {
     pub partial_transactions: Tally,
     pub integrity_failures: Tally,
     /// Each failing invariant with its first failing outcome.
-    pub findings: BTreeMap<String, OutcomeOf<SqliteTarget>>,
+    pub findings: BTreeMap<String, OutcomeOf<SqliteTarget<R>>>,
     /// Pinned seed names by invariant (after [`pin_findings`]).
     pub pinned: BTreeMap<String, String>,
 }
 
-impl CellResult {
+impl<R: Route> CellResult<R> {
     /// `yes`, or the pinned seeds that show the disagreement.
     pub fn agrees(&self) -> String {
         if self.findings.is_empty() {
@@ -84,12 +83,17 @@ impl CellResult {
 }
 
 /// Run `seeds` in `cell` under `assumed` and `persistence`, one seed at a time (SQLite's PRNG is process-wide).
-pub fn run_cell(cell: Cell, persistence: Persistence, seeds: Range<u64>, options: &RunOptions) -> CellResult {
+pub fn run_cell<R: Route>(
+    cell: Cell,
+    persistence: Persistence,
+    seeds: Range<u64>,
+    options: &RunOptions,
+) -> CellResult<R> {
     let menu = assumed_menu();
     let mut result = CellResult {
         cell,
         persistence,
-        summary: SwarmSummary::for_target::<SqliteTarget>(),
+        summary: SwarmSummary::for_target::<SqliteTarget<R>>(),
         lost_commits: Tally::default(),
         partial_transactions: Tally::default(),
         integrity_failures: Tally::default(),
@@ -100,13 +104,13 @@ pub fn run_cell(cell: Cell, persistence: Persistence, seeds: Range<u64>, options
         let mut world = WorldConfig::from_seed(seed, FaultProfile::Assumed, &menu);
         world.disk = DiskModel::with_persistence(persistence);
         let config = SqliteConfig::in_cell(seed, cell);
-        let outcome = run_configured::<SqliteTarget>(seed, world, config, options);
+        let outcome = run_configured::<SqliteTarget<R>>(seed, world, config, options);
         let coverage = &outcome.coverage;
         result.lost_commits.add(seed, coverage.get("sqlite.commits_lost"));
         result.partial_transactions.add(seed, coverage.get("sqlite.partial_transactions"));
         let integrity = coverage.get("sqlite.integrity_failures") + coverage.get("sqlite.corruption_errors");
         result.integrity_failures.add(seed, integrity);
-        let required = required_coverage::<SqliteTarget>(&outcome.schedule.world, &outcome.schedule.config);
+        let required = required_coverage::<SqliteTarget<R>>(&outcome.schedule.world, &outcome.schedule.config);
         result.summary.add(&outcome, required);
         if let Some(failure) = &outcome.failure {
             result.findings.entry(failure.invariant.clone()).or_insert(outcome);
@@ -134,22 +138,25 @@ pub fn matrix_file_name(persistence: Persistence) -> String {
     }
 }
 
-/// The command that writes (or, with `extra` = ` --cells durable --check`, checks) a model's matrix.
-pub fn matrix_command(persistence: Persistence, seeds: &Range<u64>, extra: &str) -> String {
+/// The command that writes (or, with `extra` = ` --cells durable --check`, checks) a model's matrix on route `R`.
+pub fn matrix_command<R: Route>(persistence: Persistence, seeds: &Range<u64>, extra: &str) -> String {
     let model = match persistence {
         Persistence::Posix => String::new(),
         model => format!(" --persistence {}", model.name()),
     };
     format!(
-        "cargo run --release -p sqlite-target --bin sqlite-matrix -- --seeds {}..{}{model}{extra}",
-        seeds.start, seeds.end
+        "cargo run --release -p {} --bin {} -- --seeds {}..{}{model}{extra}",
+        R::PACKAGE,
+        R::MATRIX_BIN,
+        seeds.start,
+        seeds.end
     )
 }
 
 /// Record, for each finding of `result`, the seed already pinned for it in `dir` (`--check`: nothing is shrunk
 /// or written). A file of the finding's name must expect the finding's invariant to fail, in the same cell and
 /// persistence model; a file that does not is an error, a missing file leaves the finding unpinned.
-pub fn find_pinned(result: &mut CellResult, dir: &std::path::Path) -> Result<(), String> {
+pub fn find_pinned<R: Route>(result: &mut CellResult<R>, dir: &std::path::Path) -> Result<(), String> {
     for invariant in result.findings.keys() {
         let name = seed_name(result.cell, result.persistence, invariant);
         let path = dir.join(format!("{name}.json"));
@@ -158,7 +165,7 @@ pub fn find_pinned(result: &mut CellResult, dir: &std::path::Path) -> Result<(),
         }
         let seed = holdfast::seeds::read_seed_file(&path)?;
         let expects = matches!(&seed.expect, corpus::Expectation::Fail(signature) if signature.invariant == *invariant);
-        let schedule = holdfast::schedule::parse_schedule_value::<SqliteTarget>(seed.schedule)
+        let schedule = holdfast::schedule::parse_schedule_value::<SqliteTarget<R>>(seed.schedule)
             .map_err(|error| format!("{}: {error}", path.display()))?;
         let model = schedule.world.disk.persistence;
         if !expects || schedule.config.cell != result.cell || model != result.persistence {
@@ -177,17 +184,18 @@ pub fn find_pinned(result: &mut CellResult, dir: &std::path::Path) -> Result<(),
 }
 
 /// Shrink each finding of `result` and write it to `dir` as a seed file that expects the failure.
-pub fn pin_findings(result: &mut CellResult, dir: &std::path::Path) -> Result<(), String> {
+pub fn pin_findings<R: Route>(result: &mut CellResult<R>, dir: &std::path::Path) -> Result<(), String> {
     let fs = Fs::new(RealEnv::new());
     fs.create_dir_all(dir).map_err(|error| format!("{}: {error}", dir.display()))?;
     for (invariant, outcome) in &result.findings {
         let options = RunOptions::default();
-        let shrunk = holdfast::shrink::shrink_schedule::<SqliteTarget>(&outcome.schedule, &options, SHRINK_BUDGET_MAX)?;
+        let shrunk =
+            holdfast::shrink::shrink_schedule::<SqliteTarget<R>>(&outcome.schedule, &options, SHRINK_BUDGET_MAX)?;
         let name = seed_name(result.cell, result.persistence, invariant);
         let description = format!(
             "{}: {} in cell {} ({}) under persistence model {}, found by seed {} of the guarantee matrix, shrunk \
              to {} steps",
-            SqliteTarget::NAME,
+            R::NAME,
             shrunk.signature,
             result.cell,
             result.cell.promise(),
@@ -196,18 +204,19 @@ pub fn pin_findings(result: &mut CellResult, dir: &std::path::Path) -> Result<()
             shrunk.steps_after
         );
         // Which persistence models the shrunk finding can happen on, and the replays' evidence (ADR-0173).
-        let models = holdfast::models::classify_failure::<SqliteTarget>(&shrunk.schedule, &shrunk.signature, &options);
+        let models =
+            holdfast::models::classify_failure::<SqliteTarget<R>>(&shrunk.schedule, &shrunk.signature, &options);
         let (can_happen_on, cannot_on) = models.names();
         let (replay_fails_on, replay_differs_on) = models.replay_names();
         let seed = corpus::SeedFile {
             format_version: corpus::FORMAT_VERSION,
             name: name.clone(),
-            target: SqliteTarget::NAME.to_string(),
+            target: R::NAME.to_string(),
             seed: shrunk.schedule.seed,
             canary: None,
             signature: shrunk.signature.clone(),
             expect: corpus::Expectation::Fail(shrunk.signature.clone()),
-            adr: MATRIX_ADR.to_string(),
+            adr: R::MATRIX_ADR.to_string(),
             description,
             digest: Some(shrunk.validation.digest_hex()),
             reproduces_on: Vec::new(),
@@ -227,8 +236,31 @@ pub fn pin_findings(result: &mut CellResult, dir: &std::path::Path) -> Result<()
     Ok(())
 }
 
+/// Each cell's verdict in a matrix file [`render`] wrote: true where it agrees (`yes`), false where a pinned
+/// seed shows a disagreement. Every one of the 16 cells must have its row.
+pub fn read_verdicts(markdown: &str) -> Result<BTreeMap<Cell, bool>, String> {
+    let mut verdicts = BTreeMap::new();
+    for line in markdown.lines() {
+        let columns: Vec<&str> = line.split('|').map(str::trim).collect();
+        // `| MODE | SYNC | seeds | lost | partial | integrity | promise | agrees |`: 8 columns between 9 bars.
+        let [_, mode, sync, _, _, _, _, _, agrees, _] = columns.as_slice() else { continue };
+        let Some(cell) =
+            Cell::all().into_iter().find(|cell| cell.journal_mode.sql() == *mode && cell.synchronous.sql() == *sync)
+        else {
+            continue;
+        };
+        if verdicts.insert(cell, *agrees == "yes").is_some() {
+            return Err(format!("two rows for {cell}"));
+        }
+    }
+    match Cell::all().into_iter().find(|cell| !verdicts.contains_key(cell)) {
+        Some(missing) => Err(format!("no row for {missing}")),
+        None => Ok(verdicts),
+    }
+}
+
 /// The matrix of one persistence model as markdown: one table, one row per cell.
-pub fn render(results: &[CellResult], persistence: Persistence, command: &str) -> String {
+pub fn render<R: Route>(results: &[CellResult<R>], persistence: Persistence, command: &str) -> String {
     let mut text = String::new();
     let _ = writeln!(text, "# SQLite's power-loss guarantees under the simulator: persistence model `{persistence}`\n");
     let _ = writeln!(
@@ -241,7 +273,8 @@ pub fn render(results: &[CellResult], persistence: Persistence, command: &str) -
         "Columns: seeds run; acknowledged commits lost after a power cut (summed; first seed); partial \
          transactions seen; integrity failures (`PRAGMA integrity_check`, or SQLite reporting corruption); the \
          promise of SQLite's documentation (atomiccommit.html, pragma.html#pragma_synchronous, wal.html) and \
-         code (ADR-0118); whether the cell agrees (`yes`, or the pinned seed in `seeds/sqlite/` that shows the disagreement).\n"
+         code (ADR-0118); whether the cell agrees (`yes`, or the pinned seed in `seeds/{}/` that shows the disagreement).\n",
+        R::SEEDS_SUBDIR
     );
     let _ = writeln!(
         text,
@@ -275,8 +308,11 @@ pub fn render(results: &[CellResult], persistence: Persistence, command: &str) -
     if !pinned.is_empty() {
         let _ = writeln!(
             text,
-            "\nDisagreements, each pinned in `seeds/sqlite/` (`expect: fail`, replayed by `cargo test -p \
-             sqlite-target --test seeds`) and explained in ADR-0080:\n"
+            "\nDisagreements, each pinned in `seeds/{}/` (`expect: fail`, replayed by `cargo test -p {} --test \
+             seeds`) and explained in {}:\n",
+            R::SEEDS_SUBDIR,
+            R::PACKAGE,
+            R::MATRIX_ADR
         );
         for line in pinned {
             let _ = writeln!(text, "{line}");
@@ -307,12 +343,12 @@ mod tests {
         assert_eq!(matrix_file_name(Persistence::Page), "MATRIX-page.md");
         assert_eq!(matrix_file_name(Persistence::Ext4Ordered), "MATRIX-ext4-ordered.md");
         assert_eq!(
-            matrix_command(Persistence::Posix, &(0..200), ""),
+            matrix_command::<VfsRoute>(Persistence::Posix, &(0..200), ""),
             "cargo run --release -p sqlite-target --bin sqlite-matrix -- --seeds 0..200",
             "the command MATRIX.md was always generated by"
         );
         assert_eq!(
-            matrix_command(Persistence::Page, &(0..20), " --cells durable"),
+            matrix_command::<VfsRoute>(Persistence::Page, &(0..20), " --cells durable"),
             "cargo run --release -p sqlite-target --bin sqlite-matrix -- --seeds 0..20 --persistence page --cells durable"
         );
     }
@@ -329,13 +365,26 @@ mod tests {
             findings: BTreeMap::new(),
             pinned: BTreeMap::new(),
         };
-        let command = matrix_command(Persistence::Page, &(0..200), "");
-        let text = render(&[result], Persistence::Page, &command);
+        let command = matrix_command::<VfsRoute>(Persistence::Page, &(0..200), "");
+        let text = render::<VfsRoute>(&[result], Persistence::Page, &command);
         assert!(text.starts_with("# SQLite's power-loss guarantees under the simulator: persistence model `page`\n"));
         assert!(text.contains(&format!("Generated by `{command}` (persistence model `page`")), "{text}");
         assert!(text.contains(
             "| PERSIST | NORMAL | 0 | 0 | 3 (seed 7) | 0 | durable: every acknowledged commit survives | yes |"
         ));
         assert!(!text.contains("Disagreements"), "no finding, no list");
+    }
+
+    #[test]
+    fn verdicts_are_read_cell_for_cell_from_a_committed_matrix() {
+        let committed = include_str!("../../../seeds/sqlite/MATRIX-ext4-ordered.md");
+        let verdicts = read_verdicts(committed).expect("the committed matrix reads");
+        assert_eq!(verdicts.len(), 16);
+        assert!(verdicts.values().all(|&agrees| agrees), "MATRIX-ext4-ordered.md: every cell agrees");
+        let posix = read_verdicts(include_str!("../../../seeds/sqlite/MATRIX.md")).expect("MATRIX.md reads");
+        assert!(!posix[&PERSIST_NORMAL], "MATRIX.md pins PERSIST/NORMAL's disagreement");
+        let short: Vec<&str> = committed.lines().filter(|line| !line.starts_with("| WAL | EXTRA")).collect();
+        let short = short.join("\n");
+        assert_eq!(read_verdicts(&short).expect_err("a row missing"), "no row for WAL/EXTRA");
     }
 }

@@ -8,7 +8,7 @@ use holdfast::{FailureKind, Observed, Violation, World};
 use crate::config::{JournalMode, Promise};
 use crate::model::{Found, Judgement, State, Write, apply_writes, found_of};
 use crate::ops::{CheckpointMode, Observation, Op};
-use crate::{LIVENESS_VALUE_ID, SqliteTarget, db};
+use crate::{LIVENESS_VALUE_ID, Route, SqliteTarget, db};
 
 type Outcome = Result<Observed<Observation>, Violation>;
 
@@ -54,7 +54,7 @@ fn summary(found: &Found) -> String {
     format!("{} rows [{}{}]", found.len(), keys.join(" "), if found.len() > 12 { " ..." } else { "" })
 }
 
-impl SqliteTarget {
+impl<R: Route> SqliteTarget<R> {
     /// A SQLite error during `what`: in a cell that promises nothing, corruption is recorded and the database
     /// started over; otherwise the framework decides (a crash or a fault excuses it, or it is a violation).
     fn tolerate(&mut self, world: &mut World, what: &str, error: &rusqlite::Error) -> Outcome {

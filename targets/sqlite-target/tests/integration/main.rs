@@ -95,7 +95,7 @@ fn check_finds_the_seed_pinned_for_a_finding_in_its_model_only() {
     // Seed 19 of PERSIST/NORMAL under posix is the first to fail `no_unexpected_error.integrity_check` (MATRIX.md).
     let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../seeds/sqlite"));
     let cell = Cell { journal_mode: JournalMode::Persist, synchronous: Synchronous::Normal };
-    let mut posix = run_cell(cell, Persistence::Posix, 19..20, &RunOptions::default());
+    let mut posix = run_cell::<sqlite_target::VfsRoute>(cell, Persistence::Posix, 19..20, &RunOptions::default());
     let invariant = "no_unexpected_error.integrity_check";
     assert!(posix.findings.contains_key(invariant), "seed 19 no longer fails {invariant}: {:?}", posix.findings);
     find_pinned(&mut posix, dir).expect("the pinned posix seed matches");
