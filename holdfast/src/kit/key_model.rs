@@ -19,7 +19,7 @@ struct Slot {
     maybe: BTreeSet<Option<Sig>>,
 }
 
-/// Every key's [`Slot`], the values written (by signature, to name them in reports) and the next value's id.
+/// Every key's slot (acknowledged value, in-flight writes), the values written (by signature, to name them in reports) and the next value's id.
 #[derive(Clone, Debug, Default)]
 pub struct KeyModel {
     slots: BTreeMap<u32, Slot>,
