@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use super::names::PathId;
 use crate::random::keyed;
 
-/// At most this many distinct work counters a system may add ([`super::SimEnv::count_work`]); later names are
+/// At most this many distinct work counters a system may add ([`crate::Env::count_work`]); later names are
 /// counted under [`WORK_OVERFLOW_COUNTER`].
 pub const WORK_COUNTERS_MAX: usize = 256;
 /// Where work counted under a name past [`WORK_COUNTERS_MAX`] goes.
