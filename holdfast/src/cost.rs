@@ -59,22 +59,29 @@ pub struct CallCost {
     pub files: Vec<(PathBuf, CostCounters)>,
 }
 
+/// Per file, what `after` (a later `SimEnv::step_files`) adds to `before` (sorted by path, as `step_files` gives
+/// it); files whose counts did not change are left out.
+pub fn files_since(
+    before: &[(std::path::PathBuf, CostCounters)],
+    after: Vec<(std::path::PathBuf, CostCounters)>,
+) -> Vec<(std::path::PathBuf, CostCounters)> {
+    after
+        .into_iter()
+        .map(|(path, after)| {
+            let earlier = before.binary_search_by(|(known, _)| known.as_path().cmp(&path)).ok();
+            let delta = earlier.map_or(after, |index| after.since(&before[index].1));
+            (path, delta)
+        })
+        .filter(|(_, delta)| *delta != CostCounters::default())
+        .collect()
+}
+
 impl CallCost {
     /// Run `call` and measure it.
     pub fn measure<R>(env: &SimEnv, call: impl FnOnce() -> R) -> (R, CallCost) {
         let before = env.step_files();
         let result = call();
-        let files = env
-            .step_files()
-            .into_iter()
-            .map(|(path, after)| {
-                let earlier = before.binary_search_by(|(known, _)| known.as_path().cmp(&path)).ok();
-                let delta = earlier.map_or(after, |index| after.since(&before[index].1));
-                (path, delta)
-            })
-            .filter(|(_, delta)| *delta != CostCounters::default())
-            .collect();
-        (result, CallCost { files })
+        (result, CallCost { files: files_since(&before, env.step_files()) })
     }
 
     /// The sum over the files `which` picks.

@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 
 use engine::Db;
-use holdfast::cost::{StepCost, cost_violation};
+use holdfast::cost::{StepCost, cost_violation, files_since};
 use holdfast::env::{CostCounters, SimEnv};
 use holdfast::{Violation, World};
 
@@ -96,16 +96,7 @@ impl CostState {
             self.bloom_negatives = db.bloom_negatives().saturating_sub(self.bloom_negatives);
         }
         let before = std::mem::take(&mut self.last_call);
-        self.last_call = env
-            .step_files()
-            .into_iter()
-            .map(|(path, after)| {
-                let earlier = before.binary_search_by(|(known, _)| known.as_path().cmp(&path)).ok();
-                let delta = earlier.map_or(after, |index| after.since(&before[index].1));
-                (path, delta)
-            })
-            .filter(|(_, delta)| *delta != CostCounters::default())
-            .collect();
+        self.last_call = files_since(&before, env.step_files());
     }
 }
 
