@@ -17,6 +17,7 @@ pub const CANARIES: &[&str] = &[
     "bloom-always-maybe",
     "flush-leaves-immutables",
     "block-cache-never-inserts",
+    "compaction-picks-whole-level",
 ];
 
 #[cfg(feature = "canaries")]

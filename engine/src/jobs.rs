@@ -232,6 +232,10 @@ fn compaction_step<E: Env>(inner: &Arc<Inner<E>>) -> Result<bool> {
             }
         }
     };
+    if pick.source_level.is_some_and(|level| level >= 1) {
+        inner.env.count_work(crate::work::LEVELED_COMPACTIONS, 1);
+        inner.env.count_work(crate::work::LEVELED_COMPACTION_SOURCE_TABLES, pick.source_tables as u64);
+    }
     let min_key = pick.inputs.iter().map(|t| t.meta.min_key.clone()).min().expect("inputs");
     let max_key = pick.inputs.iter().map(|t| t.meta.max_key.clone()).max().expect("inputs");
     let bottom = is_bottom(&version, pick.output_level, &min_key, &max_key);

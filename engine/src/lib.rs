@@ -40,6 +40,7 @@ mod view;
 pub mod wal;
 mod wal_writer;
 mod watermark;
+pub mod work;
 
 pub use commit::{COMMIT_WAITS_MAX, CommitTicket};
 pub use db::{Db, Stats};

@@ -141,6 +141,10 @@ pub(crate) fn retain_versions(versions: &mut Vec<Entry>, watermark: Sequence, is
 pub struct CompactionPick<F: File> {
     pub inputs: Vec<Arc<LiveTable<F>>>,
     pub output_level: usize,
+    /// The level the job compacts into `output_level` (`None`: a full compaction of every level), and how many of
+    /// `inputs` are that level's (the rest overlap them in `output_level`).
+    pub source_level: Option<usize>,
+    pub source_tables: usize,
 }
 
 /// Pick the next compaction, if any is due: all of L0 once it has `l0_trigger` tables; else the first level over
@@ -153,13 +157,18 @@ pub fn pick_compaction<F: File>(
     force: bool,
 ) -> Option<CompactionPick<F>> {
     if version.levels[0].len() >= l0_trigger.max(1) || (force && !version.levels[0].is_empty()) {
-        return Some(with_overlaps(version, version.levels[0].clone(), 1));
+        return Some(with_overlaps(version, version.levels[0].clone(), 0));
     }
     let mut budget = level1_size_bytes;
     for level in 1..LEVELS - 1 {
         if version.level_bytes(level) > budget {
-            let first = version.levels[level][0].clone();
-            return Some(with_overlaps(version, vec![first], level + 1));
+            // One table of the level (ADR-0193): a job's size stays one table and what overlaps it below.
+            let sources = if crate::canary::active("compaction-picks-whole-level") {
+                version.levels[level].clone()
+            } else {
+                vec![version.levels[level][0].clone()]
+            };
+            return Some(with_overlaps(version, sources, level));
         }
         budget = budget.saturating_mul(level_size_ratio);
     }
@@ -172,15 +181,19 @@ pub fn pick_full<F: File>(version: &Version<F>) -> Option<CompactionPick<F>> {
     if inputs.is_empty() {
         return None;
     }
-    Some(CompactionPick { inputs, output_level: LEVELS - 1 })
+    let source_tables = inputs.len();
+    Some(CompactionPick { inputs, output_level: LEVELS - 1, source_level: None, source_tables })
 }
 
+/// `inputs`, tables of `source_level`, and the tables of the level below that overlap them.
 fn with_overlaps<F: File>(
     version: &Version<F>,
     mut inputs: Vec<Arc<LiveTable<F>>>,
-    output_level: usize,
+    source_level: usize,
 ) -> CompactionPick<F> {
+    let output_level = source_level + 1;
     assert!(!inputs.is_empty() && output_level < LEVELS, "empty compaction");
+    let source_tables = inputs.len();
     let min_key = inputs.iter().map(|t| t.meta.min_key.clone()).min().expect("inputs");
     let max_key = inputs.iter().map(|t| t.meta.max_key.clone()).max().expect("inputs");
     for live in &version.levels[output_level] {
@@ -188,7 +201,7 @@ fn with_overlaps<F: File>(
             inputs.push(live.clone());
         }
     }
-    CompactionPick { inputs, output_level }
+    CompactionPick { inputs, output_level, source_level: Some(source_level), source_tables }
 }
 
 /// True when no level below `output_level` holds a table overlapping the key range: tombstones can go.

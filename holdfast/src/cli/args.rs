@@ -131,10 +131,13 @@ pub struct Args {
     #[arg(long, value_name = "A/B=R", value_parser = bench::parse_steps_ratio, requires = "bench")]
     pub min_steps_ratio: Vec<bench::StepsRatioGuard>,
 
-    /// Shrink the failure found by --seed, --replay or --seeds (the first failing seed): replay smaller schedules
-    /// and simpler configurations while the failure keeps its signature (invariant and kind), then print the
-    /// minimal schedule, one line per step, `shrunk: <before> -> <after> steps`, and the fresh replay that
-    /// confirms it (its digest last).
+    /// Shrink the failure found by --seed, --replay or --seeds: replay smaller schedules and simpler
+    /// configurations while the failure keeps its signature (invariant and kind), then print the minimal
+    /// schedule, one line per step, `shrunk: <before> -> <after> steps`, and the fresh replay that confirms it
+    /// (its digest last). From a swarm it shrinks the failing seed that ran the fewest steps (the lowest such
+    /// seed; with --stop-on-failure, the first failure), named first as `shrinking: seed N ...`: the shortest
+    /// failing run is the best start, and some failures need a volume of data that no removal of steps from a
+    /// long run reaches (ADR-0193).
     #[arg(long)]
     pub shrink: bool,
 

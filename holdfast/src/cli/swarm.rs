@@ -95,7 +95,9 @@ pub(super) fn swarm_mode<T: Target>(context: &Context<'_>) -> u8 {
         run_swarm::<T>(&options, |outcome| {
             if let Some(failure) = &outcome.failure {
                 // A stuck seed's schedule has no steps: there is nothing to shrink.
-                if first_failing.is_none() && failure.invariant != STUCK_INVARIANT {
+                if failure.invariant != STUCK_INVARIANT
+                    && first_failing.as_ref().is_none_or(|kept| shorter(&outcome.schedule, kept))
+                {
                     first_failing = Some(outcome.schedule.clone());
                 }
                 on_failure(failure, &bar);
@@ -124,6 +126,12 @@ pub(super) fn swarm_mode<T: Target>(context: &Context<'_>) -> u8 {
         outln!("shrink: a stuck seed never finished, so it has no schedule to shrink");
     }
     code
+}
+
+/// True when `schedule` ran fewer steps than `kept`, or as many with a lower seed: the failing run a swarm's
+/// `--shrink` starts from, the same whatever order its jobs finish in.
+fn shorter<C, O>(schedule: &crate::Schedule<C, O>, kept: &crate::Schedule<C, O>) -> bool {
+    (schedule.steps.len(), schedule.seed) < (kept.steps.len(), kept.seed)
 }
 
 /// The command that replays `seed` of this run: `<command> <selection>--seed N --steps S`, with the

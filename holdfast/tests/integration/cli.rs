@@ -189,6 +189,36 @@ fn shrunk_counts(stdout: &str) -> (usize, usize) {
     (before.parse().expect("a count"), after.parse().expect("a count"))
 }
 
+/// A swarm's `--shrink` starts from its shortest failing run (ADR-0193): the seed whose failure came at the
+/// fewest steps, whatever its place in the range; with `--stop-on-failure`, the first failure.
+#[test]
+fn a_swarm_shrinks_its_shortest_failing_run() {
+    let args = ["--target", "testbed-pinned", "--seeds", "0..10", "--steps", "200", "--jobs", "2", "--shrink"];
+    let run = testbed(&args);
+    assert_eq!(run.code, Some(1), "{}{}", run.stdout, run.stderr);
+    let failed: Vec<(u64, u64)> = run
+        .stdout
+        .lines()
+        .filter_map(|line| line.strip_prefix("failed: seed="))
+        .map(|rest| {
+            let (seed, rest) = rest.split_once(" step=").expect("seed then step");
+            let step = rest.split_once(' ').expect("fields after the step").0;
+            (step.parse().expect("a step"), seed.parse().expect("a seed"))
+        })
+        .collect();
+    assert!(failed.len() >= 3, "several seeds of 0..10 fail: {}", run.stdout);
+    let (step, seed) = *failed.iter().min().expect("failures");
+    assert_ne!(
+        seed,
+        failed.iter().map(|(_, seed)| *seed).min().expect("failures"),
+        "the lowest seed is not the shortest"
+    );
+    let expected = format!("shrinking: seed {seed} ({} steps)", step + 1);
+    assert!(run.stdout.contains(&expected), "wanted {expected:?} in {}", run.stdout);
+    let first = testbed(&[&args[..6], &["--shrink", "--stop-on-failure"]].concat());
+    assert!(first.stdout.contains("shrinking: seed 0 ("), "--stop-on-failure shrinks the first: {}", first.stdout);
+}
+
 /// `--shrink --save-schedule FILE` writes the minimal schedule, not the one that first failed: its replay runs
 /// exactly the shrunk count of steps and fails the same way.
 #[test]

@@ -237,7 +237,8 @@ impl EngineConfig {
         self.limits().apply(options)
     }
 
-    /// Simpler configurations for the shrinker: a simpler workload, no block cache, larger flush thresholds.
+    /// Simpler configurations for the shrinker: a simpler workload, no block cache, the engine's default limits, a
+    /// lower level-0 trigger.
     pub fn simpler(&self) -> Vec<Self> {
         let mut out: Vec<Self> =
             self.workload.simpler().into_iter().map(|workload| Self { workload, ..self.clone() }).collect();
@@ -245,6 +246,10 @@ impl EngineConfig {
             let mut copy = self.clone();
             copy.tuning.block_cache_bytes = 0;
             out.push(copy);
+        }
+        if self.limits.is_some() {
+            // The engine's defaults: no drawn limit in the way of a merged put (`ops::rewrite`).
+            out.push(Self { limits: None, ..self.clone() });
         }
         for l0 in smaller(self.tuning.l0_compaction_trigger, 2) {
             let mut copy = self.clone();

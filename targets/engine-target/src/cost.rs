@@ -9,6 +9,9 @@
 //!   every waiting memtable is flushed").
 //! - `cost.log_syncs_per_write`: an acknowledged blind write synced the log at most twice: its group's sync, and
 //!   the seal of the segment a rotation closed.
+//! - `cost.compaction_inputs`: every leveled compaction job (from level 1 or below into the next) took one table of
+//!   its source level, so a job's size stays one table and what overlaps it below (ADR-0193). Checked after every
+//!   step, whatever ran in it, on the engine's work counters ([`engine::work`]).
 
 use std::path::{Path, PathBuf};
 
@@ -27,6 +30,7 @@ const BLOCK_OVERHEAD_BYTES: usize = 128;
 pub const COST_INVARIANTS: &[&str] = &[
     "cost.block_cache_keeps",
     "cost.bloom_false_positives",
+    "cost.compaction_inputs",
     "cost.flush_drains",
     "cost.get_files_touched",
     "cost.log_syncs_per_write",
@@ -112,9 +116,10 @@ impl EngineTarget {
     /// The engine's cost contract on one step ([`holdfast::Target::check_cost`]).
     pub(crate) fn check_engine_cost(
         &mut self,
-        _world: &mut World,
+        world: &mut World,
         cost: &StepCost<'_, Op, Observation>,
     ) -> Result<(), Violation> {
+        check_compaction_inputs(world.env())?;
         let Some((op, observation)) = cost.op_ran() else { return Ok(()) };
         if self.db.is_none() {
             return Ok(());
@@ -226,6 +231,23 @@ impl EngineTarget {
         }
         Ok(())
     }
+}
+
+/// `cost.compaction_inputs`: the leveled compaction jobs so far took one table of their source level each.
+fn check_compaction_inputs(env: &SimEnv) -> Result<(), Violation> {
+    let jobs = env.work_count(engine::work::LEVELED_COMPACTIONS);
+    let sources = env.work_count(engine::work::LEVELED_COMPACTION_SOURCE_TABLES);
+    if sources != jobs {
+        return Err(cost_violation(
+            "cost.compaction_inputs",
+            format!(
+                "each of the {jobs} leveled compactions so far takes one table of its source level (and the tables \
+                 below that overlap it)"
+            ),
+            format!("they took {sources} tables of their source levels"),
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
