@@ -18,6 +18,7 @@ pub const CANARIES: &[&str] = &[
     "flush-leaves-immutables",
     "block-cache-never-inserts",
     "compaction-picks-whole-level",
+    "scan-reads-every-table",
 ];
 
 #[cfg(feature = "canaries")]

@@ -3,6 +3,8 @@
 //!
 //! - `cost.get_files_touched`: a point read reads only tables whose key range holds the key (and no other file):
 //!   a lookup goes newest source first and a table outside the key's range cannot hold it.
+//! - `cost.scan_files_touched`: a scan, iterated to its end, reads only tables whose key range meets the scanned
+//!   range (and no other file): a table outside it cannot hold a row of it.
 //! - `cost.bloom_false_positives`: over the run, the point reads of keys never written pass the Bloom filters
 //!   of the tables whose range holds them no more often than the filters' design false-positive rate allows.
 //! - `cost.flush_drains`: a flush that returned `Ok` left no immutable memtable behind (`Db::flush` waits "until
@@ -34,6 +36,7 @@ pub const COST_INVARIANTS: &[&str] = &[
     "cost.flush_drains",
     "cost.get_files_touched",
     "cost.log_syncs_per_write",
+    "cost.scan_files_touched",
 ];
 /// Log syncs an acknowledged blind write may make: its group's sync and the seal of a segment it rotated away.
 pub const LOG_SYNCS_PER_WRITE_MAX: u64 = 2;
@@ -126,6 +129,7 @@ impl EngineTarget {
         }
         match (op, observation) {
             (Op::Get { key }, Observation::Value { .. }) => self.check_get_cost(*key),
+            (Op::Scan { start, end }, Observation::Scan { .. }) => self.check_scan_cost(*start, *end),
             (Op::Flush, Observation::Ok) => self.check_flush_drains(),
             (Op::Put { .. } | Op::Delete { .. }, Observation::Ok) => self.check_log_syncs(),
             _ => Ok(()),
@@ -155,6 +159,31 @@ impl EngineTarget {
             self.count_bloom_probes(key, covering.len() as u64)?;
         }
         self.check_cache_keeps(key)
+    }
+
+    /// `cost.scan_files_touched`: the scan of keys `start..end` read only tables whose range meets
+    /// `[key(start), key(end))`.
+    fn check_scan_cost(&self, start: u32, end: u32) -> Result<(), Violation> {
+        let db = self.db.as_ref().expect("checked open");
+        let (low, high) = (holdfast::kit::key_bytes(start), holdfast::kit::key_bytes(end));
+        let mut meeting: Vec<PathBuf> = Vec::new();
+        db.visit_file_key_ranges(|path, min, max| {
+            if is_table(path) && low.as_slice() <= max && min < high.as_slice() {
+                meeting.push(path.to_path_buf());
+            }
+        });
+        for (path, io) in &self.cost.last_call {
+            if io.reads > 0 && !meeting.iter().any(|table| table == path) {
+                return Err(cost_violation(
+                    "cost.scan_files_touched",
+                    format!(
+                        "a scan of keys {start}..{end} reads only the tables whose key range meets it: {meeting:?}"
+                    ),
+                    format!("it read {} ({} reads, {} bytes)", path.display(), io.reads, io.bytes_read),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// `cost.block_cache_keeps`: a point read that read table blocks (cache misses) leaves the cache holding a

@@ -178,7 +178,10 @@ impl EngineTarget {
         // Half the scans run from the back (chosen by the range, not the RNG: the schedule is unchanged) and are
         // turned around before the checks: both directions of the streaming iterator face the oracle (ADR-0085).
         let reverse = (start ^ end) & 1 == 1;
-        let scanned = self.live_db().scan(start_bytes.as_slice()..end_bytes.as_slice()).and_then(|rows| {
+        let db = self.db.as_ref().expect("the framework opens the system before an operation");
+        self.cost.unknown_key = false;
+        self.cost.before_call(world.env(), db);
+        let scanned = db.scan(start_bytes.as_slice()..end_bytes.as_slice()).and_then(|rows| {
             if reverse {
                 let mut entries = rows.rev().collect::<engine::Result<Vec<_>>>()?;
                 entries.reverse();
@@ -187,6 +190,7 @@ impl EngineTarget {
                 rows.collect::<engine::Result<Vec<_>>>()
             }
         });
+        self.cost.after_call(world.env(), db);
         let entries = match scanned {
             Ok(entries) => entries,
             Err(error) => return world.tolerate("scan", &system_error(&error)),
