@@ -20,6 +20,12 @@ impl ConflictTracker {
         self.add_edges_from_reader(txn, &writers, key)
     }
 
+    /// `txn` read `keys` at its snapshot, in order: [`Self::on_read`] of each, stopping at the first conflict. A
+    /// transaction that buffered its reads registers them so, in one registry take (ADR-0195).
+    pub fn on_reads<'k>(&mut self, txn: TxnId, keys: impl IntoIterator<Item = &'k [u8]>) -> Result<(), Conflict> {
+        keys.into_iter().try_for_each(|key| self.on_read(txn, key))
+    }
+
     /// `txn` scanned `range` at its snapshot (a predicate read: phantoms are caught).
     pub fn on_scan(&mut self, txn: TxnId, range: KeyRange) -> Result<(), Conflict> {
         self.check_doomed(txn)?;

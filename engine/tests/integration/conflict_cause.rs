@@ -75,7 +75,7 @@ fn write_skew_is_a_dangerous_structure_cause_on_the_key() {
 
 /// T1 read z, which T0 then overwrote and committed (T1 → T0); T1 wrote y and committed. T2, open since before
 /// both, reads y and misses T1's version: T2 → T1 → T0 with T0 first, and T2 is the only one left to abort. The
-/// read itself fails with an rw cause on y.
+/// read is buffered (ADR-0195) and registered at T2's commit, which fails with an rw cause on y.
 #[test]
 fn a_read_closing_a_dangerous_structure_is_an_rw_cause_on_the_key() {
     let db = open_with(63, &[("y", "0"), ("z", "0")]);
@@ -85,7 +85,8 @@ fn a_read_closing_a_dangerous_structure_is_an_rw_cause_on_the_key() {
     t0.commit().unwrap();
     t1.put(b"y", b"1").unwrap();
     t1.commit().unwrap();
-    let cause = cause_of(t2.get(b"y").unwrap_err());
+    assert_eq!(t2.get(b"y").unwrap(), Some(b"0".to_vec()), "the snapshot's version");
+    let cause = cause_of(t2.commit().unwrap_err());
     assert_eq!(cause, ConflictCause::ReadWrite { key: b"y".to_vec() });
     assert_eq!((cause.name(), cause.key()), ("rw", Some(&b"y"[..])));
 }
