@@ -162,8 +162,7 @@ impl<E: Env> Transaction<E> {
         self.check_doomed()?;
         self.reads.push(key.to_vec());
         if self.reads.len() >= READS_BUFFERED_MAX {
-            let tracked = self.db.inner.on_reads(self.id, self.reads.iter().map(Vec::as_slice));
-            self.reads.clear();
+            let tracked = self.db.inner.on_reads(self.id, self.reads.drain(..));
             tracked.map_err(|error| self.fail(error))?;
         }
         Ok(value)
@@ -255,7 +254,7 @@ impl<E: Env> Transaction<E> {
         if writes.is_empty() {
             // The buffered reads are registered in the take that finishes the transaction (ADR-0195).
             let mut registry = inner.registry();
-            register_reads(inner, &mut registry, self.id, self.snapshot, &self.reads)?;
+            register_reads(inner, &mut registry, self.id, self.snapshot, std::mem::take(&mut self.reads))?;
             registry.release_snapshot(self.snapshot);
             let visible = registry.visible;
             let finished = registry.tracker.finish(self.id, visible);
@@ -264,7 +263,8 @@ impl<E: Env> Transaction<E> {
         // The buffered reads are registered before the writer lock, in one take (ADR-0195): a writer that
         // commits from now on finds them, and one that committed already is found by them.
         if !self.reads.is_empty() {
-            register_reads(inner, &mut inner.registry(), self.id, self.snapshot, &self.reads)?;
+            let reads = std::mem::take(&mut self.reads);
+            register_reads(inner, &mut inner.registry(), self.id, self.snapshot, reads)?;
         }
         let prepared = crate::commit::prepare(writes);
         // The snapshot stays registered until the commit is visible (released by `Inner::complete`): a reader's
@@ -366,11 +366,11 @@ impl<E: Env> Inner<E> {
 
     /// `txn` read `key`: the conflict tracker records it (and may doom a writer).
     fn on_read(&self, txn: TxnId, key: &[u8]) -> std::result::Result<(), Conflict> {
-        self.on_reads(txn, std::iter::once(key))
+        self.on_reads(txn, std::iter::once(key.to_vec()))
     }
 
-    /// `txn` read `keys`: the conflict tracker records them all in one registry take (ADR-0195).
-    fn on_reads<'k>(&self, txn: TxnId, keys: impl IntoIterator<Item = &'k [u8]>) -> std::result::Result<(), Conflict> {
+    /// `txn` read `keys`: the conflict tracker records them all in one registry take, keeping the keys (ADR-0195).
+    fn on_reads(&self, txn: TxnId, keys: impl IntoIterator<Item = Vec<u8>>) -> std::result::Result<(), Conflict> {
         let mut registry = self.registry();
         let tracked = registry.tracker.on_reads(txn, keys);
         self.publish_dooms(&registry);
@@ -386,9 +386,9 @@ fn register_reads<E: Env>(
     registry: &mut Registry,
     txn: TxnId,
     snapshot: Sequence,
-    reads: &[Vec<u8>],
+    reads: Vec<Vec<u8>>,
 ) -> Result<()> {
-    let tracked = registry.tracker.on_reads(txn, reads.iter().map(Vec::as_slice));
+    let tracked = registry.tracker.on_reads(txn, reads);
     inner.publish_dooms(registry);
     tracked.map_err(|error| {
         registry.release_snapshot(snapshot);
