@@ -51,7 +51,7 @@ pub use manifest::FILE_NUMBER_MAX;
 pub use options::{GROUP_COMMIT_GATHER_US_MAX, Options, SyncMode, TRACKED_TRANSACTIONS_MIN};
 pub use scan::ScanIter;
 pub use ssi::ConflictCause;
-pub use txn::{ReadTransaction, Transaction};
+pub use txn::{READS_BUFFERED_MAX, ReadTransaction, Transaction};
 /// Every probe (`env::probe!`) the engine can hit, sorted: the rare paths a simulation should reach. A swarm
 /// summary lists those no seed hit (`probes: H of D hit`). The engine's `probes` test keeps this list and the
 /// call sites in `engine/src` equal, so neither can rot.

@@ -25,6 +25,10 @@ use crate::wal::{BatchWrite, batch_write_bytes};
 
 pub use crate::types::TRANSACTION_WRITES_MAX;
 
+/// The most reads a read-write transaction keeps before it registers them with the conflict tracker, all in one
+/// registry take (ADR-0195). The rest are registered in one take before its commit takes the writer lock.
+pub const READS_BUFFERED_MAX: usize = 64;
+
 /// Makes a transaction `!Sync` (it stays `Send`): one thread at a time uses it (ADR-0064).
 type NotSync = PhantomData<Cell<()>>;
 
@@ -35,6 +39,11 @@ pub struct Transaction<E: Env> {
     id: TxnId,
     snapshot: Sequence,
     writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    /// Keys read at the snapshot and not yet registered with the conflict tracker (ADR-0195): registered in one
+    /// registry take when [`READS_BUFFERED_MAX`] are kept, and before the commit. A read registered late is a read
+    /// at the same snapshot made later, which the tracker's read-after-commit rule checks against every write
+    /// committed after the snapshot.
+    reads: Vec<Vec<u8>>,
     /// The encoded size of `writes` as one batch record's payload: kept within the log's record limit.
     payload_bytes: usize,
     ended: bool,
@@ -70,6 +79,7 @@ impl<E: Env> Db<E> {
             id,
             snapshot,
             writes: BTreeMap::new(),
+            reads: Vec::new(),
             payload_bytes,
             ended: false,
             dooms_seen,
@@ -140,15 +150,21 @@ impl<E: Env> Transaction<E> {
         Ok(())
     }
 
-    /// Read `key`: this transaction's own write, else the value at its snapshot.
+    /// Read `key`: this transaction's own write, else the value at its snapshot. The read is recorded for the
+    /// conflict tracker without its lock (ADR-0195): a conflict it closes is reported by the read that fills the
+    /// buffer or by the commit; a doom another transaction's commit put on this one is reported here, as before.
     pub fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.check_open()?;
         if let Some(own) = self.writes.get(key) {
             return Ok(own.clone());
         }
         let value = self.db.get_at(key, self.snapshot)?;
-        let tracked = self.db.inner.on_read(self.id, key);
-        tracked.map_err(|error| self.fail(error))?;
+        self.check_doomed()?;
+        self.reads.push(key.to_vec());
+        if self.reads.len() >= READS_BUFFERED_MAX {
+            let tracked = self.db.inner.on_reads(self.id, self.reads.drain(..));
+            tracked.map_err(|error| self.fail(error))?;
+        }
         Ok(value)
     }
 
@@ -236,11 +252,19 @@ impl<E: Env> Transaction<E> {
             return Err(error);
         }
         if writes.is_empty() {
+            // The buffered reads are registered in the take that finishes the transaction (ADR-0195).
             let mut registry = inner.registry();
+            register_reads(inner, &mut registry, self.id, self.snapshot, std::mem::take(&mut self.reads))?;
             registry.release_snapshot(self.snapshot);
             let visible = registry.visible;
             let finished = registry.tracker.finish(self.id, visible);
             return finished.map(|()| None).map_err(|error| conflict(&inner.env, error));
+        }
+        // The buffered reads are registered before the writer lock, in one take (ADR-0195): a writer that
+        // commits from now on finds them, and one that committed already is found by them.
+        if !self.reads.is_empty() {
+            let reads = std::mem::take(&mut self.reads);
+            register_reads(inner, &mut inner.registry(), self.id, self.snapshot, reads)?;
         }
         let prepared = crate::commit::prepare(writes);
         // The snapshot stays registered until the commit is visible (released by `Inner::complete`): a reader's
@@ -342,11 +366,35 @@ impl<E: Env> Inner<E> {
 
     /// `txn` read `key`: the conflict tracker records it (and may doom a writer).
     fn on_read(&self, txn: TxnId, key: &[u8]) -> std::result::Result<(), Conflict> {
+        self.on_reads(txn, std::iter::once(key.to_vec()))
+    }
+
+    /// `txn` read `keys`: the conflict tracker records them all in one registry take, keeping the keys (ADR-0195).
+    fn on_reads(&self, txn: TxnId, keys: impl IntoIterator<Item = Vec<u8>>) -> std::result::Result<(), Conflict> {
         let mut registry = self.registry();
-        let tracked = registry.tracker.on_read(txn, key);
+        let tracked = registry.tracker.on_reads(txn, keys);
         self.publish_dooms(&registry);
         tracked
     }
+}
+
+/// Register a read-write transaction's buffered `reads` under `registry`, in the take that ends the transaction
+/// or in the one before its commit takes the writer lock (ADR-0195). On a conflict the transaction is aborted and
+/// its snapshot released (the caller has marked it ended).
+fn register_reads<E: Env>(
+    inner: &Inner<E>,
+    registry: &mut Registry,
+    txn: TxnId,
+    snapshot: Sequence,
+    reads: Vec<Vec<u8>>,
+) -> Result<()> {
+    let tracked = registry.tracker.on_reads(txn, reads);
+    inner.publish_dooms(registry);
+    tracked.map_err(|error| {
+        registry.release_snapshot(snapshot);
+        registry.tracker.abort(txn);
+        conflict(&inner.env, error)
+    })
 }
 
 /// A scan registers the range it observed with the conflict tracker through this (ADR-0085).

@@ -7,17 +7,34 @@ use super::{Conflict, ConflictCause, ConflictTracker, KeyRange, Sequence, TxnId,
 impl ConflictTracker {
     /// `txn` read `key` at its snapshot. Records the read and the rw edges to writers it did not see.
     pub fn on_read(&mut self, txn: TxnId, key: &[u8]) -> Result<(), Conflict> {
+        self.on_read_owned(txn, key.to_vec())
+    }
+
+    /// [`Self::on_read`] of a key the caller already owns: the record keeps it without copying a byte (a
+    /// transaction that buffered its reads copied each key when it read it, before the registry lock, ADR-0195).
+    /// The read is recorded after its edges are added, which read only edges and commits, never the read set.
+    pub fn on_read_owned(&mut self, txn: TxnId, key: Vec<u8>) -> Result<(), Conflict> {
         self.check_doomed(txn)?;
-        let record = self.txns.get_mut(&txn).expect("unknown transaction");
+        let record = self.txns.get(&txn).expect("unknown transaction");
         assert!(record.is_active(), "read by a finished transaction");
-        record.reads.insert(key.to_vec());
         let snapshot = record.snapshot;
         // Canaries: snapshot isolation only, or the read-after-commit rw edge is not recorded.
-        if crate::canary::active("ssi-off") || crate::canary::active("read-after-commit-edge-missed") {
-            return Ok(());
-        }
-        let writers = self.committed_writers_of(key, snapshot, txn);
-        self.add_edges_from_reader(txn, &writers, key)
+        let edges = !(crate::canary::active("ssi-off") || crate::canary::active("read-after-commit-edge-missed"));
+        let tracked = match edges {
+            true => {
+                let writers = self.committed_writers_of(&key, snapshot, txn);
+                self.add_edges_from_reader(txn, &writers, &key)
+            }
+            false => Ok(()),
+        };
+        self.txns.get_mut(&txn).expect("unknown transaction").reads.insert(key);
+        tracked
+    }
+
+    /// `txn` read `keys` at its snapshot, in order: [`Self::on_read_owned`] of each, stopping at the first
+    /// conflict. A transaction that buffered its reads registers them so, in one registry take (ADR-0195).
+    pub fn on_reads(&mut self, txn: TxnId, keys: impl IntoIterator<Item = Vec<u8>>) -> Result<(), Conflict> {
+        keys.into_iter().try_for_each(|key| self.on_read_owned(txn, key))
     }
 
     /// `txn` scanned `range` at its snapshot (a predicate read: phantoms are caught).

@@ -1,7 +1,7 @@
 //! A serialization failure reaches the caller as data: `Error::Conflict { cause }` with the cause's variant and
 //! key, matched on the value (never on the message). Each test drives real transactions through `Db` on SimEnv.
 
-use engine::{ConflictCause, Db, Error, Options};
+use engine::{ConflictCause, Db, Error, Options, READS_BUFFERED_MAX};
 use env::SimEnv;
 
 fn open_with(seed: u64, rows: &[(&str, &str)]) -> Db<SimEnv> {
@@ -75,7 +75,7 @@ fn write_skew_is_a_dangerous_structure_cause_on_the_key() {
 
 /// T1 read z, which T0 then overwrote and committed (T1 → T0); T1 wrote y and committed. T2, open since before
 /// both, reads y and misses T1's version: T2 → T1 → T0 with T0 first, and T2 is the only one left to abort. The
-/// read itself fails with an rw cause on y.
+/// read is buffered (ADR-0195) and registered at T2's commit, which fails with an rw cause on y.
 #[test]
 fn a_read_closing_a_dangerous_structure_is_an_rw_cause_on_the_key() {
     let db = open_with(63, &[("y", "0"), ("z", "0")]);
@@ -85,9 +85,30 @@ fn a_read_closing_a_dangerous_structure_is_an_rw_cause_on_the_key() {
     t0.commit().unwrap();
     t1.put(b"y", b"1").unwrap();
     t1.commit().unwrap();
-    let cause = cause_of(t2.get(b"y").unwrap_err());
+    assert_eq!(t2.get(b"y").unwrap(), Some(b"0".to_vec()), "the snapshot's version");
+    let cause = cause_of(t2.commit().unwrap_err());
     assert_eq!(cause, ConflictCause::ReadWrite { key: b"y".to_vec() });
     assert_eq!((cause.name(), cause.key()), ("rw", Some(&b"y"[..])));
+}
+
+/// The same structure, with T2's read of y buffered among others (ADR-0195): the read that fills the buffer
+/// registers them all in one take and fails with the rw cause on y, and T2 is over (a later call says it ended).
+#[test]
+fn the_read_that_fills_the_buffer_reports_a_structure_an_earlier_read_closed() {
+    let db = open_with(65, &[("y", "0"), ("z", "0")]);
+    let (mut t0, mut t1, mut t2) = (db.begin().unwrap(), db.begin().unwrap(), db.begin().unwrap());
+    assert_eq!(t1.get(b"z").unwrap(), Some(b"0".to_vec()));
+    t0.put(b"z", b"1").unwrap();
+    t0.commit().unwrap();
+    t1.put(b"y", b"1").unwrap();
+    t1.commit().unwrap();
+    assert_eq!(t2.get(b"y").unwrap(), Some(b"0".to_vec()), "buffered: the snapshot's version, no conflict yet");
+    for other in 1..READS_BUFFERED_MAX - 1 {
+        assert_eq!(t2.get(format!("absent-{other}").as_bytes()).unwrap(), None, "read {other} is buffered");
+    }
+    let cause = cause_of(t2.get(b"absent-last").unwrap_err());
+    assert_eq!(cause, ConflictCause::ReadWrite { key: b"y".to_vec() });
+    assert!(matches!(t2.get(b"y"), Err(Error::InvalidArgument { .. })), "the transaction ended at the conflict");
 }
 
 /// The same structure closed by a scan: the cause names the start of the scanned range.
