@@ -19,13 +19,11 @@ impl ConflictTracker {
         assert!(record.is_active(), "read by a finished transaction");
         let snapshot = record.snapshot;
         // Canaries: snapshot isolation only, or the read-after-commit rw edge is not recorded.
-        let edges = !(crate::canary::active("ssi-off") || crate::canary::active("read-after-commit-edge-missed"));
-        let tracked = match edges {
-            true => {
-                let writers = self.committed_writers_of(&key, snapshot, txn);
-                self.add_edges_from_reader(txn, &writers, &key)
-            }
-            false => Ok(()),
+        let tracked = if crate::canary::active("ssi-off") || crate::canary::active("read-after-commit-edge-missed") {
+            Ok(())
+        } else {
+            let writers = self.committed_writers_of(&key, snapshot, txn);
+            self.add_edges_from_reader(txn, &writers, &key)
         };
         self.txns.get_mut(&txn).expect("unknown transaction").reads.insert(key);
         tracked

@@ -73,18 +73,25 @@ fn write_skew_is_a_dangerous_structure_cause_on_the_key() {
     assert_eq!((cause.name(), cause.key()), ("dangerous", Some(&b"bob"[..])));
 }
 
+/// T0, T1 and T2 begin; T1 reads z, which T0 then overwrites and commits (T1 → T0); T1 writes y and commits.
+/// Returns T2, open since before both: a read of y by it closes T2 → T1 → T0.
+fn t1_read_z_t0_overwrote_it_t1_wrote_y(db: &Db<SimEnv>) -> engine::Transaction<SimEnv> {
+    let (mut t0, mut t1, t2) = (db.begin().unwrap(), db.begin().unwrap(), db.begin().unwrap());
+    assert_eq!(t1.get(b"z").unwrap(), Some(b"0".to_vec()));
+    t0.put(b"z", b"1").unwrap();
+    t0.commit().unwrap();
+    t1.put(b"y", b"1").unwrap();
+    t1.commit().unwrap();
+    t2
+}
+
 /// T1 read z, which T0 then overwrote and committed (T1 → T0); T1 wrote y and committed. T2, open since before
 /// both, reads y and misses T1's version: T2 → T1 → T0 with T0 first, and T2 is the only one left to abort. The
 /// read is buffered (ADR-0195) and registered at T2's commit, which fails with an rw cause on y.
 #[test]
 fn a_read_closing_a_dangerous_structure_is_an_rw_cause_on_the_key() {
     let db = open_with(63, &[("y", "0"), ("z", "0")]);
-    let (mut t0, mut t1, mut t2) = (db.begin().unwrap(), db.begin().unwrap(), db.begin().unwrap());
-    assert_eq!(t1.get(b"z").unwrap(), Some(b"0".to_vec()));
-    t0.put(b"z", b"1").unwrap();
-    t0.commit().unwrap();
-    t1.put(b"y", b"1").unwrap();
-    t1.commit().unwrap();
+    let mut t2 = t1_read_z_t0_overwrote_it_t1_wrote_y(&db);
     assert_eq!(t2.get(b"y").unwrap(), Some(b"0".to_vec()), "the snapshot's version");
     let cause = cause_of(t2.commit().unwrap_err());
     assert_eq!(cause, ConflictCause::ReadWrite { key: b"y".to_vec() });
@@ -96,12 +103,7 @@ fn a_read_closing_a_dangerous_structure_is_an_rw_cause_on_the_key() {
 #[test]
 fn the_read_that_fills_the_buffer_reports_a_structure_an_earlier_read_closed() {
     let db = open_with(65, &[("y", "0"), ("z", "0")]);
-    let (mut t0, mut t1, mut t2) = (db.begin().unwrap(), db.begin().unwrap(), db.begin().unwrap());
-    assert_eq!(t1.get(b"z").unwrap(), Some(b"0".to_vec()));
-    t0.put(b"z", b"1").unwrap();
-    t0.commit().unwrap();
-    t1.put(b"y", b"1").unwrap();
-    t1.commit().unwrap();
+    let mut t2 = t1_read_z_t0_overwrote_it_t1_wrote_y(&db);
     assert_eq!(t2.get(b"y").unwrap(), Some(b"0".to_vec()), "buffered: the snapshot's version, no conflict yet");
     for other in 1..READS_BUFFERED_MAX - 1 {
         assert_eq!(t2.get(format!("absent-{other}").as_bytes()).unwrap(), None, "read {other} is buffered");
@@ -115,12 +117,7 @@ fn the_read_that_fills_the_buffer_reports_a_structure_an_earlier_read_closed() {
 #[test]
 fn a_scan_closing_a_dangerous_structure_is_an_rw_cause_on_the_range_start() {
     let db = open_with(64, &[("y", "0"), ("z", "0")]);
-    let (mut t0, mut t1, mut t2) = (db.begin().unwrap(), db.begin().unwrap(), db.begin().unwrap());
-    assert_eq!(t1.get(b"z").unwrap(), Some(b"0".to_vec()));
-    t0.put(b"z", b"1").unwrap();
-    t0.commit().unwrap();
-    t1.put(b"y", b"1").unwrap();
-    t1.commit().unwrap();
+    let mut t2 = t1_read_z_t0_overwrote_it_t1_wrote_y(&db);
     // The scan registers its range once it has read it all: the conflict is its last item (ADR-0085).
     let error = t2.scan(&b"w"[..]..&b"z"[..]).unwrap().collect::<Result<Vec<_>, _>>().unwrap_err();
     assert_eq!(cause_of(error), ConflictCause::ReadWrite { key: b"w".to_vec() });

@@ -97,6 +97,12 @@ impl CostState {
         self.bloom_negatives = if self.unknown_key { db.bloom_negatives() } else { 0 };
     }
 
+    /// The first file the last measured call read that is not one of `allowed`.
+    fn read_outside(&self, allowed: &[PathBuf]) -> Option<(&Path, &CostCounters)> {
+        let outside = |(path, io): &&(PathBuf, CostCounters)| io.reads > 0 && !allowed.contains(path);
+        self.last_call.iter().find(outside).map(|(path, io)| (path.as_path(), io))
+    }
+
     /// After it: what it cost per file.
     pub(crate) fn after_call(&mut self, env: &SimEnv, db: &Db<SimEnv>) {
         if self.unknown_key {
@@ -105,6 +111,15 @@ impl CostState {
         let before = std::mem::take(&mut self.last_call);
         self.last_call = files_since(&before, env.step_files());
     }
+}
+
+/// A `cost.*_files_touched` violation: the call read `path`, which the contract did not allow.
+fn read_outside_violation(invariant: &str, expected: String, (path, io): (&Path, &CostCounters)) -> Violation {
+    cost_violation(
+        invariant,
+        expected,
+        format!("it read {} ({} reads, {} bytes)", path.display(), io.reads, io.bytes_read),
+    )
 }
 
 fn is_table(path: &Path) -> bool {
@@ -137,23 +152,13 @@ impl EngineTarget {
     }
 
     fn check_get_cost(&mut self, key: u32) -> Result<(), Violation> {
-        let db = self.db.as_ref().expect("checked open");
         let user_key = holdfast::kit::RenderedKey::new(key);
         let user_key = user_key.as_bytes();
-        let mut covering: Vec<PathBuf> = Vec::new();
-        db.visit_file_key_ranges(|path, min, max| {
-            if is_table(path) && min <= user_key && user_key <= max {
-                covering.push(path.to_path_buf());
-            }
-        });
-        for (path, io) in &self.cost.last_call {
-            if io.reads > 0 && !covering.iter().any(|table| table == path) {
-                return Err(cost_violation(
-                    "cost.get_files_touched",
-                    format!("a point read of key {key} reads only the tables whose key range holds it: {covering:?}"),
-                    format!("it read {} ({} reads, {} bytes)", path.display(), io.reads, io.bytes_read),
-                ));
-            }
+        let covering = self.tables_where(|min, max| min <= user_key && user_key <= max);
+        if let Some(read) = self.cost.read_outside(&covering) {
+            let expected =
+                format!("a point read of key {key} reads only the tables whose key range holds it: {covering:?}");
+            return Err(read_outside_violation("cost.get_files_touched", expected, read));
         }
         if self.cost.unknown_key {
             self.count_bloom_probes(key, covering.len() as u64)?;
@@ -164,26 +169,25 @@ impl EngineTarget {
     /// `cost.scan_files_touched`: the scan of keys `start..end` read only tables whose range meets
     /// `[key(start), key(end))`.
     fn check_scan_cost(&self, start: u32, end: u32) -> Result<(), Violation> {
-        let db = self.db.as_ref().expect("checked open");
         let (low, high) = (holdfast::kit::key_bytes(start), holdfast::kit::key_bytes(end));
-        let mut meeting: Vec<PathBuf> = Vec::new();
-        db.visit_file_key_ranges(|path, min, max| {
-            if is_table(path) && low.as_slice() <= max && min < high.as_slice() {
-                meeting.push(path.to_path_buf());
-            }
-        });
-        for (path, io) in &self.cost.last_call {
-            if io.reads > 0 && !meeting.iter().any(|table| table == path) {
-                return Err(cost_violation(
-                    "cost.scan_files_touched",
-                    format!(
-                        "a scan of keys {start}..{end} reads only the tables whose key range meets it: {meeting:?}"
-                    ),
-                    format!("it read {} ({} reads, {} bytes)", path.display(), io.reads, io.bytes_read),
-                ));
-            }
+        let meeting = self.tables_where(|min, max| low.as_slice() <= max && min < high.as_slice());
+        if let Some(read) = self.cost.read_outside(&meeting) {
+            let expected =
+                format!("a scan of keys {start}..{end} reads only the tables whose key range meets it: {meeting:?}");
+            return Err(read_outside_violation("cost.scan_files_touched", expected, read));
         }
         Ok(())
+    }
+
+    /// The live tables whose key range `[min, max]` satisfies `meets`.
+    fn tables_where(&self, meets: impl Fn(&[u8], &[u8]) -> bool) -> Vec<PathBuf> {
+        let mut tables: Vec<PathBuf> = Vec::new();
+        self.db.as_ref().expect("checked open").visit_file_key_ranges(|path, min, max| {
+            if is_table(path) && meets(min, max) {
+                tables.push(path.to_path_buf());
+            }
+        });
+        tables
     }
 
     /// `cost.block_cache_keeps`: a point read that read table blocks (cache misses) leaves the cache holding a
