@@ -171,6 +171,11 @@ pub(crate) fn submit<E: Env>(
 /// rotation its writes made due, if no one else did it first.
 pub(crate) fn finish<E: Env>(inner: &Arc<Inner<E>>, submitted: Submitted<E>) -> Result<CommitTicket> {
     let Submitted { ticket, log: (tail, end), insert } = submitted;
+    if let Some((memtable, batch, _)) = &insert {
+        // ADR-0196: inserted before the record is written, invisible until completed after it. The insert runs
+        // while an earlier committer writes its group, and the later append this delay lets in joins ours.
+        insert_writes(memtable, batch);
+    }
     let written = tail.write_through(end);
     drop(tail);
     if let Err(error) = written {
@@ -181,7 +186,6 @@ pub(crate) fn finish<E: Env>(inner: &Arc<Inner<E>>, submitted: Submitted<E>) -> 
         return Err(error);
     }
     let Some((memtable, batch, snapshot)) = insert else { return Ok(ticket) };
-    insert_writes(&memtable, &batch);
     let (first, last) = (batch.first_sequence, batch.last_sequence());
     inner.complete([Completed { first, last, snapshot }]);
     inner.wait_visible(last)?;
@@ -547,6 +551,14 @@ mod tests {
                 "{mode:?}: {errors:?}"
             );
             assert!(db.inner.is_poisoned(), "{mode:?}");
+            // ADR-0196: an unsynced commit's writes went into the memtable before its record was written, so they
+            // are there, at sequences above the visible one, and no read sees them (below). A synced batch inserts
+            // only what a sync made durable: nothing here.
+            let memtable = Arc::clone(&db.inner.state().memtable);
+            let mut inserted: Vec<Sequence> = memtable.entries().map(|entry| entry.key.sequence).collect();
+            inserted.sort_unstable();
+            let expected: Vec<Sequence> = if mode == SyncMode::NoSync { vec![1, 2, 3, 4] } else { vec![1] };
+            assert_eq!(inserted, expected, "{mode:?}");
             let visible = (db.inner.visible_sequence(), db.inner.registered_visible(), db.inner.registry().visible);
             assert_eq!(visible, (1, 1, 1), "{mode:?}");
             for key in [b"a", b"b", b"c"] {
