@@ -4,9 +4,11 @@
 //!    log record encoded into the segment's pending bytes (no IO, ADR-0134). A synced commit joins the open batch
 //!    (spawning its `group-commit` task if none is open) and gets a [`CommitTicket`]. Both are **finished** after
 //!    the lock: the record is written through the log lock, by whoever finds pending bytes, one `write_all_at` for
-//!    the whole group (`crate::wal_writer`). An unsynced commit's writes then go into the concurrent memtable in
-//!    parallel with other committers' (ADR-0133), and it becomes visible once every earlier sequence has landed
-//!    (the visibility watermark, `crate::watermark`).
+//!    the whole group (`crate::wal_writer`). An unsynced commit's writes go into the concurrent memtable in
+//!    parallel with other committers' (ADR-0133), before its record is written (ADR-0196: the insert overlaps an
+//!    earlier committer's group write, and records appended meanwhile join that group), and it becomes visible
+//!    once its record is written and every earlier sequence has landed (the visibility watermark,
+//!    `crate::watermark`).
 //! 2. **capture** — the batch's first step: once no earlier batch is still syncing, it captures the log's end
 //!    under the writer lock and closes (later commits open the next batch).
 //! 3. **sync and acknowledge** — its second step: one sync outside every lock, then every commit now durable is
@@ -164,16 +166,17 @@ pub(crate) fn submit<E: Env>(
     Ok(Submitted { ticket, log, insert: None })
 }
 
-/// Step 1b, after the writer lock: the commit's record is written (by this committer for its whole group, or
-/// already by another, ADR-0134); a failed write poisons the database and the commit is never visible. Then an
-/// unsynced commit's writes go into the memtable its sequences were assigned in, it is completed on the
-/// visibility watermark, and it waits for the commits before it to land (they are inserting now). Then the
-/// rotation its writes made due, if no one else did it first.
+/// Step 1b, after the writer lock: an unsynced commit's writes go into the memtable its sequences were assigned
+/// in (ADR-0196); then the commit's record is written (by this committer for its whole group, or already by
+/// another, ADR-0134); a failed write poisons the database and the commit is never visible (its writes stay above
+/// the visible sequence, where no read sees them, and a poisoned database neither rotates nor flushes). Then an
+/// unsynced commit is completed on the visibility watermark and waits for the commits before it to land (they
+/// are inserting now). Then the rotation its writes made due, if no one else did it first.
 pub(crate) fn finish<E: Env>(inner: &Arc<Inner<E>>, submitted: Submitted<E>) -> Result<CommitTicket> {
     let Submitted { ticket, log: (tail, end), insert } = submitted;
     if let Some((memtable, batch, _)) = &insert {
         // ADR-0196: inserted before the record is written, invisible until completed after it. The insert runs
-        // while an earlier committer writes its group, and the later append this delay lets in joins ours.
+        // while an earlier committer writes its group, and a record appended meanwhile joins this one's group.
         insert_writes(memtable, batch);
     }
     let written = tail.write_through(end);

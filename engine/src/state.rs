@@ -49,6 +49,11 @@ pub(crate) struct PendingCommit {
     pub(crate) group: Option<TaskHandle>,
 }
 
+/// The most completions queued for the registry at once (ADR-0197): every commit takes the registry before it
+/// completes (its validation, or its `begin`), and each take drains the queue, so it holds at most the commits that
+/// completed since the last take: one per committer, or one synced batch.
+pub(crate) const UNREGISTERED_MAX: usize = 1 << 16;
+
 /// A memtable waiting to be flushed, and the log segment that holds its writes.
 #[derive(Debug)]
 pub(crate) struct Immutable {
@@ -214,10 +219,15 @@ pub(crate) struct Inner<E: Env> {
     view: Mutex<Published<E::File>>,
     /// The visible sequence, the sources' version counter and every thread's cached sources (ADR-0127).
     read_cache: ReadCache<E::File>,
-    /// The last sequence the registry knows is visible (`Registry::set_visible`), stored after it: a committer
-    /// that sees its sequence here returns without the writer lock, and its next transaction's snapshot (the
-    /// registry's) already includes its commit (ADR-0132). Never ahead of the registry, nor of the read view.
+    /// The last sequence the registry knows is visible (`Registry::set_visible`), or will know before anyone reads
+    /// it: stored by [`Inner::complete`] after it queued the commits in `unregistered` (ADR-0197). A committer that
+    /// sees its sequence here returns without the writer lock, and its next transaction's snapshot (the registry's,
+    /// caught up first) already includes its commit (ADR-0132). Never ahead of the read view.
     registered_visible: AtomicU64,
+    /// Commits made visible whose snapshot release and `set_visible` the registry has not applied yet, in sequence
+    /// order: the next registry take applies them, before anything reads it ([`Inner::registry`], ADR-0197). A
+    /// leaf below the watermark and the registry.
+    unregistered: Mutex<Vec<Completed>>,
     /// The tracker's [`crate::ssi::ConflictTracker::dooms`], stored under the registry lock by every call that can
     /// doom or expire a transaction, so a write checks for its doom without the lock while it is unchanged
     /// (ADR-0144).
@@ -275,6 +285,7 @@ impl<E: Env> Inner<E> {
             view: Mutex::new(view),
             read_cache,
             registered_visible,
+            unregistered: Mutex::new(Vec::new()),
             dooms: AtomicU64::new(0),
             watermark,
             poisoned: Mutex::new(None),
@@ -294,13 +305,32 @@ impl<E: Env> Inner<E> {
         guard
     }
 
-    /// The registry lock: the conflict tracker and the live snapshots. No IO under it.
+    /// The registry lock: the conflict tracker and the live snapshots. No IO under it. The commits made visible
+    /// since the last take are applied first (ADR-0197), so every reader of the registry finds it as if each
+    /// completion had told it at once.
     pub(crate) fn registry(&self) -> Metered<'_, Registry, E> {
         let lock = || self.registry.lock().expect("transaction registry poisoned by a panic");
-        Metered::take(&self.env, &self.meters.registry, self.options.lock_timing, lock)
+        let mut registry = Metered::take(&self.env, &self.meters.registry, self.options.lock_timing, lock);
+        if self.registered_visible() > registry.visible {
+            self.register_completed(&mut registry);
+        }
+        registry
     }
 
-    /// The visibility watermark's lock (ADR-0133): below the writer lock, above the registry lock.
+    /// Apply every queued completion to `registry`, in sequence order: its snapshot released, then the registry
+    /// told it is visible, exactly the calls a completion made under the registry lock before ADR-0197.
+    fn register_completed(&self, registry: &mut Registry) {
+        let mut unregistered = self.unregistered.lock().expect("completion queue poisoned by a panic");
+        for commit in unregistered.drain(..) {
+            if let Some(snapshot) = commit.snapshot {
+                registry.release_snapshot(snapshot);
+            }
+            registry.set_visible(commit.last);
+        }
+    }
+
+    /// The visibility watermark's lock (ADR-0133): below the writer lock, above the registry lock (not nested in it
+    /// since ADR-0197) and the completion queue.
     fn watermark(&self) -> Metered<'_, Marks, E, env::sync::MutexGuard<'_, Marks>> {
         Metered::take(&self.env, &self.meters.watermark, self.options.lock_timing, || self.watermark.lock())
     }
@@ -390,22 +420,16 @@ impl<E: Env> Inner<E> {
         self.read_cache.visible()
     }
 
-    /// The last sequence the registry knows is visible ([`Inner::set_registered_visible`]); at most
+    /// The last sequence the registry knows is visible, or will know at its next take (ADR-0197); at most
     /// [`Inner::visible_sequence`].
     pub(crate) fn registered_visible(&self) -> Sequence {
         self.registered_visible.load(Ordering::Acquire)
     }
 
-    /// Tell `registry`, then the lock-free watermark, that commits up to `last` are visible. After
-    /// [`Inner::publish`] made them readable.
-    pub(crate) fn set_registered_visible(&self, registry: &mut Registry, last: Sequence) {
-        registry.set_visible(last);
-        self.registered_visible.store(last, Ordering::Release);
-    }
-
     /// `commits`' writes are all in the memtable: make the gap-free prefix visible, in this order (ADR-0133):
-    /// the read view's sequence, then for each commit its snapshot released and the registry told, then the
-    /// lock-free watermark. The one whose commit closes a gap publishes every commit it releases.
+    /// the read view's sequence, then each commit queued for the registry (its snapshot released and the registry
+    /// told at the registry's next take, ADR-0197), then the lock-free watermark. The one whose commit closes a
+    /// gap publishes every commit it releases. Takes no registry lock.
     pub(crate) fn complete(&self, commits: impl IntoIterator<Item = Completed>) {
         let mut marks = self.watermark();
         let before = marks.visible();
@@ -415,15 +439,14 @@ impl<E: Env> Inner<E> {
         if marks.visible() == before {
             return;
         }
-        self.read_cache.set_visible(marks.visible());
-        let mut registry = self.registry();
-        for commit in marks.take_advanced() {
-            if let Some(snapshot) = commit.snapshot {
-                registry.release_snapshot(snapshot);
-            }
-            self.set_registered_visible(&mut registry, commit.last);
+        let visible = marks.visible();
+        self.read_cache.set_visible(visible);
+        {
+            let mut unregistered = self.unregistered.lock().expect("completion queue poisoned by a panic");
+            assert!(unregistered.len() < UNREGISTERED_MAX, "over {UNREGISTERED_MAX} completions not registered");
+            unregistered.extend(marks.take_advanced());
         }
-        drop(registry);
+        self.registered_visible.store(visible, Ordering::Release);
         self.watermark.notify(&marks);
     }
 

@@ -92,7 +92,7 @@ impl Marks {
 }
 
 /// The watermark and the condition variable its advances signal. A leaf below the writer lock, above the
-/// registry lock (the publisher takes the registry under it).
+/// registry lock (the publisher queues its commits for the registry under it, ADR-0197).
 pub(crate) struct Watermark {
     marks: Mutex<Marks>,
     advanced: Condvar,

@@ -79,6 +79,29 @@ fn the_registered_watermark_moves_only_with_the_registry() {
     assert_eq!(db.begin().unwrap().get(b"k").unwrap(), Some(b"v".to_vec()));
 }
 
+/// ADR-0197: a completion queues its commit for the registry instead of taking the registry lock; the next take
+/// applies it (the committer's snapshot released, the tracker told the commit is visible) before anything reads
+/// the registry, and leaves the queue empty.
+#[test]
+fn a_completion_is_registered_at_the_next_registry_take() {
+    let env = env::SimEnv::new(7);
+    let options = Options::default().with_sync_mode(crate::SyncMode::NoSync);
+    let db = Db::open(env, "/db", options).unwrap();
+    let mut txn = db.begin().unwrap();
+    txn.put(b"k", b"v").unwrap();
+    txn.commit().unwrap();
+    let queued: Vec<_> = db.inner.unregistered.lock().unwrap().iter().map(|c| (c.first, c.last, c.snapshot)).collect();
+    assert_eq!((db.inner.registered_visible(), queued), (1, vec![(1, 1, Some(0))]));
+    let raw = db.inner.registry.lock().unwrap();
+    assert_eq!((raw.visible, raw.snapshots.get(&0)), (0, Some(&1)), "applied before the next take");
+    drop(raw);
+    let registry = db.inner.registry();
+    assert_eq!((registry.visible, registry.snapshots.len()), (1, 0));
+    drop(registry);
+    assert!(db.inner.unregistered.lock().unwrap().is_empty());
+    assert_eq!(db.begin().unwrap().get(b"k").unwrap(), Some(b"v".to_vec()));
+}
+
 /// The invariant check sees a change the writer did not publish, and passes once it is published.
 #[test]
 fn an_unpublished_change_fails_the_invariant_check() {
