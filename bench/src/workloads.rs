@@ -71,19 +71,41 @@ impl Workload {
     }
 }
 
+/// The most bytes a key the workloads build takes (`ol` + 14 digits is the longest, 16 like the rest).
+const WORKLOAD_KEY_BYTES_MAX: usize = 16;
+
+/// `prefix` then each `(number, width)` in decimal, zero-padded to its width, in one allocation of the key's size:
+/// `format!`'s string grows by reallocation, and at two threads those reallocations waited on glibc's arena lock
+/// behind the engine's frees (the harness's own cost, in every engine's row).
+fn workload_key(prefix: &[u8], fields: &[(u64, usize)]) -> Vec<u8> {
+    let mut key = Vec::with_capacity(WORKLOAD_KEY_BYTES_MAX);
+    key.extend_from_slice(prefix);
+    for &(number, width) in fields {
+        let start = key.len();
+        key.resize(start + width, b'0');
+        let mut rest = number;
+        for digit in key[start..].iter_mut().rev() {
+            *digit = b'0' + (rest % 10) as u8;
+            rest /= 10;
+        }
+        assert_eq!(rest, 0, "{number} is wider than {width} digits");
+    }
+    key
+}
+
 pub fn ycsb_key(n: u64) -> Vec<u8> {
-    let k = format!("user{n:012}").into_bytes();
+    let k = workload_key(b"user", &[(n, 12)]);
     debug_assert_eq!(k.len(), KEY_BYTES);
     k
 }
 fn district_key(d: u64) -> Vec<u8> {
-    format!("dist{:012}", d).into_bytes()
+    workload_key(b"dist", &[(d, 12)])
 }
 fn item_key(i: u64) -> Vec<u8> {
-    format!("item{i:012}").into_bytes()
+    workload_key(b"item", &[(i, 12)])
 }
 fn order_line_key(d: u64, o: u64, line: usize) -> Vec<u8> {
-    format!("ol{d:02}{o:010}{line:02}").into_bytes()
+    workload_key(b"ol", &[(d, 2), (o, 10), (line as u64, 2)])
 }
 
 pub fn value(rng: &mut Rng) -> Vec<u8> {
@@ -339,4 +361,24 @@ pub fn load_tpcc(b: &dyn Backend) -> Result<(), String> {
         b.load(&rows).map_err(|e| format!("{e:?}"))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The keys are byte for byte what `format!` wrote before (the stored layout, and so every earlier row, is
+    /// unchanged), and a number too wide for its field is refused rather than widened.
+    #[test]
+    fn workload_keys_match_the_formatted_ones() {
+        for n in [0, 7, 42, 99_999, 123_456_789_012, 999_999_999_999] {
+            assert_eq!(ycsb_key(n), format!("user{n:012}").into_bytes());
+            assert_eq!(item_key(n), format!("item{n:012}").into_bytes());
+            assert_eq!(district_key(n), format!("dist{n:012}").into_bytes());
+        }
+        for (d, o, line) in [(0, 0, 0), (9, 1_234_567, 10), (42, 9_999_999_999, 99)] {
+            assert_eq!(order_line_key(d, o, line), format!("ol{d:02}{o:010}{line:02}").into_bytes());
+        }
+        assert!(std::panic::catch_unwind(|| ycsb_key(1_000_000_000_000)).is_err());
+    }
 }
