@@ -92,6 +92,16 @@ pub(crate) struct Prepared {
     writes: Vec<BatchWrite>,
     keys: Vec<WrittenKey>,
     payload: Vec<u8>,
+    /// The transaction's reads not yet registered with the conflict tracker: registered in the validation's
+    /// registry take, just before its writes are (ADR-0198).
+    reads: Vec<Vec<u8>>,
+}
+
+impl Prepared {
+    /// These writes, committed by a transaction that read `reads` (not yet registered) at its snapshot.
+    pub(crate) fn with_reads(self, reads: Vec<Vec<u8>>) -> Self {
+        Self { reads, ..self }
+    }
 }
 
 /// Step 0, outside every lock: encode the log payload (at sequence 1, a valid placeholder the writer replaces) and
@@ -100,7 +110,7 @@ pub(crate) fn prepare(writes: Vec<BatchWrite>) -> Prepared {
     let keys = writes.iter().map(|write| WrittenKey::from(write.key.as_slice())).collect();
     let batch = Batch { first_sequence: 1, writes };
     let payload = crate::wal::encode_batch(&batch);
-    Prepared { writes: batch.writes, keys, payload }
+    Prepared { writes: batch.writes, keys, payload, reads: Vec::new() }
 }
 
 /// A commit appended under the writer lock, for [`finish`] to complete after it.
@@ -123,7 +133,7 @@ pub(crate) fn submit<E: Env>(
     txn: TxnId,
     snapshot: Option<Sequence>,
 ) -> Result<Submitted<E>> {
-    let Prepared { writes, keys, mut payload } = prepared;
+    let Prepared { writes, keys, mut payload, reads } = prepared;
     let first = state.next_sequence;
     let last = first + writes.len() as u64 - 1;
     {
@@ -135,6 +145,16 @@ pub(crate) fn submit<E: Env>(
         if last > crate::types::SEQUENCE_MAX {
             registry.tracker.abort(txn);
             return Err(Error::Closed { reason: format!("sequence numbers exhausted (at {first})") });
+        }
+        // ADR-0198: the reads still buffered are registered in this take, before the writes are validated: as if
+        // registered just before (ADR-0195), with no commit between.
+        if !reads.is_empty() {
+            let tracked = registry.tracker.on_reads(txn, reads);
+            inner.publish_dooms(&registry);
+            if let Err(error) = tracked {
+                registry.tracker.abort(txn);
+                return Err(conflict(&inner.env, error));
+            }
         }
         registry.tracker.commit_keys(txn, keys, last).map_err(|error| conflict(&inner.env, error))?;
     }

@@ -53,6 +53,27 @@ pub type WrittenKey = Arc<[u8]>;
 /// The most transactions the tracker may hold records for (active plus retained): a leak is a bug.
 pub const TRACKED_TRANSACTIONS_MAX: usize = 1 << 20;
 
+/// The most dropped records the tracker keeps for its caller to free after the registry lock (ADR-0198); past it,
+/// a record is freed where it is dropped.
+pub const DROPPED_RECORDS_MAX: usize = 64;
+
+/// Records the tracker dropped (pruned or aborted), handed to the caller to free outside its lock (ADR-0198):
+/// freeing a record's key sets and edge sets took a sixth of a registry hold, and at two threads the frees of
+/// memory another thread allocated waited on the allocator's lock while the registry was held.
+#[derive(Clone, Debug, Default)]
+pub struct DroppedRecords(Vec<TxnRecord>);
+
+impl DroppedRecords {
+    /// How many records it holds.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
 /// A key range `[start, end)`; `end == None` is unbounded.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct KeyRange {
@@ -216,6 +237,9 @@ pub struct ConflictTracker {
     /// The latest end among the records `prune` dropped: no transaction may begin below it, or it would miss their
     /// writes and spans (ADR-0131). A check, not state: left out of equality and hashing like the index.
     pruned_end_max: Sequence,
+    /// Records dropped since the caller last took them, for it to free after its lock (ADR-0198). Not state: left
+    /// out of equality and hashing.
+    dropped: DroppedRecords,
 }
 
 impl PartialEq for ConflictTracker {
@@ -256,6 +280,7 @@ impl ConflictTracker {
             stats: TrackerStats::default(),
             index: Index::default(),
             pruned_end_max: 0,
+            dropped: DroppedRecords::default(),
         }
     }
 
@@ -300,6 +325,19 @@ impl ConflictTracker {
         self.txns.insert(id, record);
         self.check_index_in_tests();
         id
+    }
+
+    /// The records dropped since the last call, for the caller to free once it lets go of the tracker (ADR-0198).
+    pub fn take_dropped(&mut self) -> DroppedRecords {
+        std::mem::take(&mut self.dropped)
+    }
+
+    /// Keep a dropped `record` for [`ConflictTracker::take_dropped`], or free it here past
+    /// [`DROPPED_RECORDS_MAX`].
+    fn discard(&mut self, record: TxnRecord) {
+        if self.dropped.0.len() < DROPPED_RECORDS_MAX {
+            self.dropped.0.push(record);
+        }
     }
 
     /// Commits up to `visible` are now visible to new snapshots (the engine acknowledged them).
@@ -492,6 +530,7 @@ impl ConflictTracker {
                 neighbour.out_edges.remove(&txn);
             }
         }
+        self.discard(record);
         // An uncommitted out-neighbour is in no straddle: no span changes.
         self.prune();
     }
@@ -560,6 +599,7 @@ impl ConflictTracker {
                     neighbour.in_edges.remove(id);
                 }
             }
+            self.discard(record);
         }
         self.reindex_spans(&touched);
         self.check_index_in_tests();

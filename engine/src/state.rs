@@ -23,7 +23,7 @@ use env::{Env, TaskHandle};
 use crate::error::{Error, Result};
 use crate::file_names::file_path;
 pub(crate) use crate::file_names::{parse_number, table_file_name, wal_file_name};
-use crate::lock_meter::{LockHolds, LockMeter, Metered};
+use crate::lock_meter::{LockHolds, LockMeter, Metered, lock_spinning};
 use crate::manifest::FILE_NUMBER_MAX;
 use crate::memtable::Memtable;
 use crate::options::Options;
@@ -208,6 +208,37 @@ fn are_writers<E: Env>(sources: &ViewSources<E::File>, state: &State<E>) -> bool
         && Arc::ptr_eq(&sources.version, &state.version)
 }
 
+/// The registry lock's guard: when it is let go, the records the conflict tracker dropped while it was held are
+/// freed after the lock, not under it (ADR-0198).
+pub(crate) struct RegistryGuard<'a, E: Env> {
+    /// `Some` until dropped.
+    guard: Option<Metered<'a, Registry, E>>,
+}
+
+impl<E: Env> std::ops::Deref for RegistryGuard<'_, E> {
+    type Target = Registry;
+
+    fn deref(&self) -> &Registry {
+        self.guard.as_ref().expect("a registry guard is held until dropped")
+    }
+}
+
+impl<E: Env> std::ops::DerefMut for RegistryGuard<'_, E> {
+    fn deref_mut(&mut self) -> &mut Registry {
+        self.guard.as_mut().expect("a registry guard is held until dropped")
+    }
+}
+
+impl<E: Env> Drop for RegistryGuard<'_, E> {
+    fn drop(&mut self) {
+        if let Some(mut guard) = self.guard.take() {
+            let dropped = guard.tracker.take_dropped();
+            drop(guard);
+            drop(dropped);
+        }
+    }
+}
+
 pub(crate) struct Inner<E: Env> {
     pub(crate) env: E,
     pub(crate) dir: PathBuf,
@@ -299,7 +330,7 @@ impl<E: Env> Inner<E> {
     /// The writer lock: held across log appends, rotations and manifest installs, never by a reader.
     /// Its `last_sequence` is brought up to the read view's visible sequence first.
     pub(crate) fn state(&self) -> Metered<'_, State<E>, E> {
-        let lock = || self.state.lock().expect("engine state poisoned by a panic");
+        let lock = || lock_spinning(&self.state).expect("engine state poisoned by a panic");
         let mut guard = Metered::take(&self.env, &self.meters.writer, self.options.lock_timing, lock);
         guard.last_sequence = guard.last_sequence.max(self.read_cache.visible());
         guard
@@ -308,13 +339,13 @@ impl<E: Env> Inner<E> {
     /// The registry lock: the conflict tracker and the live snapshots. No IO under it. The commits made visible
     /// since the last take are applied first (ADR-0197), so every reader of the registry finds it as if each
     /// completion had told it at once.
-    pub(crate) fn registry(&self) -> Metered<'_, Registry, E> {
-        let lock = || self.registry.lock().expect("transaction registry poisoned by a panic");
+    pub(crate) fn registry(&self) -> RegistryGuard<'_, E> {
+        let lock = || lock_spinning(&self.registry).expect("transaction registry poisoned by a panic");
         let mut registry = Metered::take(&self.env, &self.meters.registry, self.options.lock_timing, lock);
         if self.registered_visible() > registry.visible {
             self.register_completed(&mut registry);
         }
-        registry
+        RegistryGuard { guard: Some(registry) }
     }
 
     /// Apply every queued completion to `registry`, in sequence order: its snapshot released, then the registry

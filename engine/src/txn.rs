@@ -260,13 +260,10 @@ impl<E: Env> Transaction<E> {
             let finished = registry.tracker.finish(self.id, visible);
             return finished.map(|()| None).map_err(|error| conflict(&inner.env, error));
         }
-        // The buffered reads are registered before the writer lock, in one take (ADR-0195): a writer that
-        // commits from now on finds them, and one that committed already is found by them.
-        if !self.reads.is_empty() {
-            let reads = std::mem::take(&mut self.reads);
-            register_reads(inner, &mut inner.registry(), self.id, self.snapshot, reads)?;
-        }
-        let prepared = crate::commit::prepare(writes);
+        // The buffered reads are registered in the validation's registry take, under the writer lock, just before
+        // the writes are validated (ADR-0198; one take, as ADR-0195 had them in, before the writer lock): a writer
+        // that commits after this one finds them, and one that committed already is found by them.
+        let prepared = crate::commit::prepare(writes).with_reads(std::mem::take(&mut self.reads));
         // The snapshot stays registered until the commit is visible (released by `Inner::complete`): a reader's
         // safe snapshot may go back to it (ADR-0025). Released here if the submit fails.
         crate::commit::commit_writes(inner, inner.state(), prepared, self.id, Some(self.snapshot)).map(Some)

@@ -252,3 +252,31 @@ fn commit_keys_out_of_order_is_a_bug() {
     let keys = ["x", "a"].iter().map(|key| WrittenKey::from(key.as_bytes())).collect();
     drop(tracker.commit_keys(txn, keys, 2));
 }
+
+/// ADR-0198: the records a prune or an abort drops are handed over, in the order dropped, for the caller to free
+/// after its lock; they are not state (a tracker that still holds them equals one that handed them over), and
+/// past `DROPPED_RECORDS_MAX` the rest are freed in place.
+#[test]
+fn dropped_records_are_handed_to_the_caller_and_are_not_state() {
+    let mut tracker = ConflictTracker::new();
+    let (writer, rolled_back) = (tracker.begin(0, false), tracker.begin(0, false));
+    tracker.commit(writer, &[b"a".to_vec()], 1).expect("commits");
+    tracker.abort(rolled_back);
+    assert_eq!(tracker.tracked(), 1, "the committed record stays until it is visible");
+    let handed_over = tracker.clone();
+    assert_eq!(tracker.take_dropped().len(), 1, "the aborted record");
+    tracker.set_visible(1);
+    assert_eq!(tracker.tracked(), 0);
+    assert_eq!(tracker.take_dropped().len(), 1, "the pruned record");
+    assert!(tracker.take_dropped().is_empty(), "taken once");
+    let mut pruned = handed_over.clone();
+    pruned.set_visible(1);
+    tracker = pruned.clone();
+    drop(tracker.take_dropped());
+    assert_eq!(tracker, pruned, "holding dropped records changes no state");
+    for _ in 0..DROPPED_RECORDS_MAX + 3 {
+        let txn = tracker.begin(1, false);
+        tracker.abort(txn);
+    }
+    assert_eq!(tracker.take_dropped().len(), DROPPED_RECORDS_MAX);
+}

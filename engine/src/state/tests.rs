@@ -128,3 +128,24 @@ fn an_unpublished_change_fails_the_invariant_check() {
     let gap = db.inner.check_published(&state).unwrap_err();
     assert!(gap.contains("above a gap at sequence 1"), "{gap}");
 }
+
+/// ADR-0198: a registry take that drops tracker records frees them when its guard is let go, after the lock: the
+/// guard held them (the tracker has them to hand over while it is held), and the next take finds none.
+#[test]
+fn the_registry_guard_frees_dropped_records_after_the_lock() {
+    let env = env::SimEnv::new(3);
+    let db = Db::open(env, "/db", Options::default()).unwrap();
+    let txn = db.begin().unwrap();
+    let mut registry = db.inner.registry();
+    assert!(registry.tracker.take_dropped().is_empty());
+    drop(registry);
+    txn.rollback();
+    let mut registry = db.inner.registry();
+    assert!(registry.tracker.take_dropped().is_empty(), "the rollback's take freed its record on release");
+    let txn = registry.tracker.try_begin(0, false).unwrap();
+    registry.tracker.abort(txn);
+    assert_eq!(registry.tracker.clone().take_dropped().len(), 1, "held while the registry is");
+    drop(registry);
+    assert!(db.inner.registry().tracker.take_dropped().is_empty(), "and freed when it was let go");
+    db.close().unwrap();
+}
