@@ -138,16 +138,9 @@ pub(crate) fn submit<E: Env>(
     let last = first + writes.len() as u64 - 1;
     {
         let mut registry = inner.registry();
-        if let Err(error) = inner.check_writable().and_then(|()| check_payload(payload.len(), &inner.options)) {
-            registry.tracker.abort(txn);
-            return Err(error);
-        }
-        if last > crate::types::SEQUENCE_MAX {
-            registry.tracker.abort(txn);
-            return Err(Error::Closed { reason: format!("sequence numbers exhausted (at {first})") });
-        }
-        // ADR-0198: the reads still buffered are registered in this take, before the writes are validated: as if
-        // registered just before (ADR-0195), with no commit between.
+        // ADR-0198: the reads still buffered are registered in this take, first (a conflict they close is reported
+        // before a closed or poisoned database, as when ADR-0195 registered them before the writer lock), then the
+        // writes are validated: as if registered just before, with no commit between.
         if !reads.is_empty() {
             let tracked = registry.tracker.on_reads(txn, reads);
             inner.publish_dooms(&registry);
@@ -155,6 +148,14 @@ pub(crate) fn submit<E: Env>(
                 registry.tracker.abort(txn);
                 return Err(conflict(&inner.env, error));
             }
+        }
+        if let Err(error) = inner.check_writable().and_then(|()| check_payload(payload.len(), &inner.options)) {
+            registry.tracker.abort(txn);
+            return Err(error);
+        }
+        if last > crate::types::SEQUENCE_MAX {
+            registry.tracker.abort(txn);
+            return Err(Error::Closed { reason: format!("sequence numbers exhausted (at {first})") });
         }
         registry.tracker.commit_keys(txn, keys, last).map_err(|error| conflict(&inner.env, error))?;
     }

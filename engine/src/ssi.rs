@@ -57,9 +57,9 @@ pub const TRACKED_TRANSACTIONS_MAX: usize = 1 << 20;
 /// a record is freed where it is dropped.
 pub const DROPPED_RECORDS_MAX: usize = 64;
 
-/// Records the tracker dropped (pruned or aborted), handed to the caller to free outside its lock (ADR-0198):
-/// freeing a record's key sets and edge sets took a sixth of a registry hold, and at two threads the frees of
-/// memory another thread allocated waited on the allocator's lock while the registry was held.
+/// Records the tracker dropped (pruned or aborted), handed to the caller to free outside its lock (ADR-0198): a
+/// record's key and edge sets are freed after the registry lock, where at two threads freeing memory another
+/// thread allocated can wait on the allocator's lock without holding the registry.
 #[derive(Clone, Debug, Default)]
 pub struct DroppedRecords(Vec<TxnRecord>);
 
