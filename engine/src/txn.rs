@@ -26,7 +26,8 @@ use crate::wal::{BatchWrite, batch_write_bytes};
 pub use crate::types::TRANSACTION_WRITES_MAX;
 
 /// The most reads a read-write transaction keeps before it registers them with the conflict tracker, all in one
-/// registry take (ADR-0195). The rest are registered in one take before its commit takes the writer lock.
+/// registry take (ADR-0195). The rest are registered in its commit's validation take, under the writer lock
+/// (ADR-0198).
 pub const READS_BUFFERED_MAX: usize = 64;
 
 /// Makes a transaction `!Sync` (it stays `Send`): one thread at a time uses it (ADR-0064).
@@ -40,9 +41,9 @@ pub struct Transaction<E: Env> {
     snapshot: Sequence,
     writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
     /// Keys read at the snapshot and not yet registered with the conflict tracker (ADR-0195): registered in one
-    /// registry take when [`READS_BUFFERED_MAX`] are kept, and before the commit. A read registered late is a read
-    /// at the same snapshot made later, which the tracker's read-after-commit rule checks against every write
-    /// committed after the snapshot.
+    /// registry take when [`READS_BUFFERED_MAX`] are kept, and in the commit's validation take (ADR-0198). A read
+    /// registered late is a read at the same snapshot made later, which the tracker's read-after-commit rule checks
+    /// against every write committed after the snapshot.
     reads: Vec<Vec<u8>>,
     /// The encoded size of `writes` as one batch record's payload: kept within the log's record limit.
     payload_bytes: usize,
@@ -376,8 +377,8 @@ impl<E: Env> Inner<E> {
 }
 
 /// Register a read-write transaction's buffered `reads` under `registry`, in the take that ends the transaction
-/// or in the one before its commit takes the writer lock (ADR-0195). On a conflict the transaction is aborted and
-/// its snapshot released (the caller has marked it ended).
+/// (a transaction that wrote nothing; a committing one registers them in its validation take, ADR-0198). On a
+/// conflict the transaction is aborted and its snapshot released (the caller has marked it ended).
 fn register_reads<E: Env>(
     inner: &Inner<E>,
     registry: &mut Registry,
