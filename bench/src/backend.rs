@@ -77,6 +77,25 @@ pub struct LockSample {
     pub waits: [(u64, u64); 2],
 }
 
+impl LockSample {
+    /// This sample plus what happened between `before` and `after` (two samples of one handle): the sum over runs
+    /// that each opened their own handle (ADR-0200).
+    pub fn plus_between(self, before: LockSample, after: LockSample) -> LockSample {
+        let d = |a: u64, b: u64, s: u64| s + b.saturating_sub(a);
+        let pair = |i: usize, s: (u64, u64), b: &[(u64, u64)], a: &[(u64, u64)]| {
+            (d(b[i].0, a[i].0, s.0), d(b[i].1, a[i].1, s.1))
+        };
+        LockSample {
+            commits: d(before.commits, after.commits, self.commits),
+            locks: std::array::from_fn(|i| pair(i, self.locks[i], &before.locks, &after.locks)),
+            lock_waits_ns: std::array::from_fn(|i| {
+                d(before.lock_waits_ns[i], after.lock_waits_ns[i], self.lock_waits_ns[i])
+            }),
+            waits: std::array::from_fn(|i| pair(i, self.waits[i], &before.waits, &after.waits)),
+        }
+    }
+}
+
 /// Opens a backend in a directory; `true` for synced commits.
 pub type Opener = Arc<dyn Fn(&Path, bool) -> BResult<Arc<dyn Backend>> + Send + Sync>;
 

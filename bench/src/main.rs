@@ -4,9 +4,11 @@ mod backend;
 mod backends;
 mod machine;
 mod report;
+mod restore;
 mod rows;
 mod skew;
 mod targets;
+mod timed;
 mod workloads;
 mod zipf;
 
@@ -16,6 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use backend::{Backend, EngineSpec};
+use restore::Pristine;
 use workloads::{Ctx, RunOut, Workload};
 
 use machine::{
@@ -67,7 +70,8 @@ USAGE: cargo run --release --manifest-path bench/Cargo.toml -- [--quick] [OPTION
   --records N           keys loaded (and the bulk-load size)
   --warmup-ms MS        warm-up before each measured run
   --duration-ms MS      measured duration of each run
-  --runs N              runs per row (the row is the median run's), default 3
+  --runs N              runs per row, each on a fresh copy of the loaded data set (the row is the median
+                        run's), default 3
   --threads 1,4,8       thread counts
   --engines a,b         only these engines (holdfast, rocksdb-pessimistic, rocksdb-optimistic, lmdb, redb, fjall, sled)
   --workloads a,b       only these (bulk-load always runs: it makes the data set), plus write-skew
@@ -406,51 +410,19 @@ fn session(spec: &EngineSpec, synced: bool, args: &Args, workloads: &[Workload],
         push(rows, error_row(spec.name, "tpcc-setup", 1, synced, args.records, e));
         return;
     }
-    // Reopen: every engine starts the workloads from its recovered on-disk state (and RocksDB's
-    // TransactionDB, which has no flush in the crate, flushes its recovered memtable to L0 here).
+    // ADR-0200: every timed run opens a fresh copy of the loaded data set, so it starts from the engine's recovered
+    // on-disk state (RocksDB's TransactionDB, which has no flush in the crate, flushes its recovered memtable to L0
+    // at each open) and inherits nothing from the runs and rows before it.
     drop(b);
-    let dir = base.join(format!("load-{}", args.runs - 1));
-    let b = match catch(|| (spec.open)(&dir, synced)).and_then(|r| r.map_err(|e| format!("reopen failed: {e:?}"))) {
-        Ok(b) => b,
-        Err(e) => {
-            push(rows, error_row(spec.name, "reopen", 1, synced, args.records, e));
-            return;
-        }
-    };
+    let pristine = Pristine::new(base.join(format!("load-{}", args.runs - 1)), base.join("work"));
     let ctx = Ctx::new(args.records);
     for &w in workloads {
-        for &threads in &args.threads {
-            if !args.wants(spec.name, w.name(), threads, synced) {
-                continue;
-            }
-            let layout = b.layout();
-            let sample_before = b.lock_sample();
-            let reset = reset_peak_rss();
-            let t0 = Instant::now();
-            let mut all_ops = 0;
-            let runs = catch(|| {
-                (0..args.runs)
-                    .map(|run| workloads::timed_run(&b, &ctx, w, threads, args.warmup, args.duration, run as u64 + 1))
-                    .collect::<Vec<_>>()
-            });
-            let mut row = match runs {
-                Ok(runs) => {
-                    all_ops = runs.iter().map(|run| run.all_ops).sum();
-                    row_from(spec.name, w, threads, synced, args.records, runs)
-                }
-                Err(e) => error_row(spec.name, w.name(), threads, synced, args.records, e),
-            };
-            row.layout = Some(layout);
-            row.peak_rss_kib = peak_rss_kib(reset);
-            row.lock_hold =
-                sample_before.zip(b.lock_sample()).and_then(|(s0, s1)| LockHoldRow::between(s0, s1, all_ops));
+        let threads: Vec<usize> =
+            args.threads.iter().copied().filter(|&t| args.wants(spec.name, w.name(), t, synced)).collect();
+        for row in timed::timed_rows(spec, synced, args, &pristine, &ctx, w, &threads) {
             push(rows, row);
-            if t0.elapsed() > (args.warmup + args.duration) * (args.runs as u32) * 20 {
-                log(&format!("{}: {} ran far over its budget", spec.name, w.name()));
-            }
         }
     }
-    drop(b);
     let _ = std::fs::remove_dir_all(&base);
 }
 
