@@ -33,6 +33,9 @@ pub(crate) fn timed_rows(
     w: Workload,
     threads: &[usize],
 ) -> Vec<Row> {
+    if threads.is_empty() {
+        return Vec::new();
+    }
     let t0 = Instant::now();
     let mut rows: Vec<RowRuns> =
         threads.iter().map(|_| RowRuns { locks: Some(LockSample::default()), ..RowRuns::default() }).collect();
