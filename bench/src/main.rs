@@ -419,7 +419,8 @@ fn session(spec: &EngineSpec, synced: bool, args: &Args, workloads: &[Workload],
     for &w in workloads {
         let threads: Vec<usize> =
             args.threads.iter().copied().filter(|&t| args.wants(spec.name, w.name(), t, synced)).collect();
-        for row in timed::timed_rows(spec, synced, args, &pristine, &ctx, w, &threads) {
+        let of = timed::RowsOf { spec, synced, args, pristine: &pristine, ctx: &ctx, w };
+        for row in timed::timed_rows(&of, &threads) {
             push(rows, row);
         }
     }

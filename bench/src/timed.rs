@@ -21,18 +21,21 @@ struct RowRuns {
     error: Option<String>,
 }
 
-/// The rows of `w` at each of `threads`: `args.runs` timed runs each, every run on a fresh copy of the loaded data
-/// set, the thread counts taking turns run by run (1, 2, 1, 2, ...) so a machine that speeds up or slows down
+/// What every run of one workload's rows shares.
+pub(crate) struct RowsOf<'a> {
+    pub(crate) spec: &'a EngineSpec,
+    pub(crate) synced: bool,
+    pub(crate) args: &'a Args,
+    pub(crate) pristine: &'a Pristine,
+    pub(crate) ctx: &'a Ctx,
+    pub(crate) w: Workload,
+}
+
+/// The rows of `of.w` at each of `threads`: `args.runs` timed runs each, every run on a fresh copy of the loaded
+/// data set, the thread counts taking turns run by run (1, 2, 1, 2, ...) so a machine that speeds up or slows down
 /// during the rows moves every row alike, not the ratio between them (ADR-0200).
-pub(crate) fn timed_rows(
-    spec: &EngineSpec,
-    synced: bool,
-    args: &Args,
-    pristine: &Pristine,
-    ctx: &Ctx,
-    w: Workload,
-    threads: &[usize],
-) -> Vec<Row> {
+pub(crate) fn timed_rows(of: &RowsOf<'_>, threads: &[usize]) -> Vec<Row> {
+    let RowsOf { spec, synced, args, w, .. } = *of;
     if threads.is_empty() {
         return Vec::new();
     }
@@ -42,7 +45,7 @@ pub(crate) fn timed_rows(
     for run in 0..args.runs {
         for (row, &count) in rows.iter_mut().zip(threads) {
             if row.error.is_none() {
-                timed_run_into(row, spec, synced, args, pristine, ctx, w, count, run);
+                timed_run_into(row, of, count, run);
             }
         }
     }
@@ -64,19 +67,9 @@ pub(crate) fn timed_rows(
         .collect()
 }
 
-/// Run `run` of `w` at `threads` on a fresh copy of the loaded data set, added to `row` (or its error set).
-#[expect(clippy::too_many_arguments, reason = "one run's full description; a struct would only rename them")]
-fn timed_run_into(
-    row: &mut RowRuns,
-    spec: &EngineSpec,
-    synced: bool,
-    args: &Args,
-    pristine: &Pristine,
-    ctx: &Ctx,
-    w: Workload,
-    threads: usize,
-    run: usize,
-) {
+/// Run `run` of `of.w` at `threads` on a fresh copy of the loaded data set, added to `row` (or its error set).
+fn timed_run_into(row: &mut RowRuns, of: &RowsOf<'_>, threads: usize, run: usize) {
+    let RowsOf { spec, synced, args, pristine, ctx, w } = *of;
     let opened = pristine.restore().map_err(|e| format!("restore the loaded data set: {e}")).and_then(|dir| {
         catch(|| (spec.open)(dir, synced)).and_then(|r| r.map_err(|e| format!("reopen failed: {e:?}")))
     });
