@@ -17,7 +17,7 @@ use holdfast::config::FaultProfile;
 use holdfast::env::{DeterministicRng, Op as Io, SimEnv};
 use holdfast::kit::{KeyModel, Sig, ValueSpec, key_bytes, sig_of, smaller_u32, value_bytes};
 use holdfast::protocol::in_dir;
-use holdfast::{FailureKind, FaultMenu, FaultSite, Observed, Step, SystemError, Target, Violation, World, WorldConfig};
+use holdfast::{FailureKind, FaultMenu, FaultSite, Observed, SeedParallelism, Step, SystemError, Target, Violation, World, WorldConfig};
 use serde::{Deserialize, Serialize};
 
 /// The database's directory, under the one the world names.
@@ -151,6 +151,11 @@ impl Target for FjallTarget {
     const NAME: &'static str = "fjall";
     /// fjall is not ours: a pinned finding expects `fail` until fjall changes (ADR-0038).
     const FINDINGS_EXPECT_FAIL: bool = true;
+    /// fjall and its dependencies keep process-wide state that a seed's world cannot own (lsm-tree's tree-id
+    /// counter, crossbeam-epoch's global collector, dashmap's shard count, `fastrand` seeded from a process-wide
+    /// thread id), and a worker thread of an in-process swarm carries thread-local state (`std`'s hash keys) from
+    /// one seed to the next: each seed runs in a process of its own, as `--seed N` does (ADR-0201).
+    const PARALLELISM: SeedParallelism = SeedParallelism::ChildProcesses;
     const ABOUT: &'static str = "fjall 3.1, unmodified, with its own worker threads: puts and deletes acknowledged by \
                                  persist(SyncAll), gets, crashes anywhere; checked against a model after every step";
     type Config = Config;

@@ -262,6 +262,21 @@ impl Args {
         (seconds > 0).then(|| std::time::Duration::from_secs(seconds))
     }
 
+    /// The flags, besides `--target`, `--seed` and `--steps`, that choose how a generated run goes: the fault
+    /// profile, the canary, the persistence model and the sector size, in that order. A replay command and an
+    /// isolated swarm's child processes take them from here, so that neither runs a different model (ADR-0201).
+    pub fn run_flags(&self) -> Vec<(&'static str, &str)> {
+        [
+            ("--fault-profile", &self.fault_profile),
+            ("--canary", &self.canary),
+            ("--persistence", &self.persistence),
+            ("--sector-size", &self.sector_size),
+        ]
+        .into_iter()
+        .filter_map(|(flag, value)| value.as_deref().map(|value| (flag, value)))
+        .collect()
+    }
+
     /// The options every run of this command uses.
     pub fn run_options(&self) -> RunOptions {
         RunOptions {

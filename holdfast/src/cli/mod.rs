@@ -335,24 +335,15 @@ impl Context<'_> {
         if features.is_empty() { String::new() } else { format!(" --features {}", features.join(",")) }
     }
 
-    /// `--target NAME --fault-profile P --canary C ` as needed to select the same run again (empty for the
-    /// default target and profile).
+    /// `--target NAME` and [`Args::run_flags`] (`--fault-profile P --canary C ...`) as needed to select the same
+    /// run again (empty for the default target and options).
     pub fn selection(&self) -> String {
         let mut flags = String::new();
         if self.entry.name != self.cli.entries[0].name {
             flags.push_str(&format!("--target {} ", self.entry.name));
         }
-        if let Some(profile) = &self.args.fault_profile {
-            flags.push_str(&format!("--fault-profile {profile} "));
-        }
-        if let Some(canary) = &self.args.canary {
-            flags.push_str(&format!("--canary {canary} "));
-        }
-        if let Some(model) = &self.args.persistence {
-            flags.push_str(&format!("--persistence {model} "));
-        }
-        if let Some(bytes) = &self.args.sector_size {
-            flags.push_str(&format!("--sector-size {bytes} "));
+        for (flag, value) in self.args.run_flags() {
+            flags.push_str(&format!("{flag} {value} "));
         }
         flags
     }

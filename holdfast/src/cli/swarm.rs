@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use env::{ChildOutput, RealEnv};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde::Deserialize;
 
 use super::{Args, Context, EXIT_FAIL, EXIT_PASS, bad_input, read_file};
 use crate::runner::{Failure, PANIC_VERBOSE_ENV_VAR, RunOptions};
@@ -165,11 +166,15 @@ fn isolated_swarm<T: Target>(
         command.args(["--steps", &args.steps.to_string()]);
         // The parent's watchdog kills the child; the child runs none of its own.
         command.args(["--seed-timeout", "0"]);
-        if let Some(profile) = &args.fault_profile {
-            command.args(["--fault-profile", profile]);
+        for (flag, value) in args.run_flags() {
+            command.args([flag, value]);
         }
-        if let Some(canary) = &args.canary {
-            command.args(["--canary", canary]);
+        // Not run flags (they change no run), but the summary reports them.
+        if let Some(device) = &args.device {
+            command.args(["--device", device]);
+        }
+        if args.cost_report {
+            command.arg("--cost-report");
         }
         command.env(PANIC_VERBOSE_ENV_VAR, "1");
         let output = RealEnv::output_within(&mut command, options.seed_timeout);
@@ -214,7 +219,7 @@ fn child_summary<T: Target>(
         Err(error) => (format!("could not start: {error}"), Vec::new(), Vec::new()),
     };
     let text = String::from_utf8_lossy(&stdout);
-    if let Ok(json) = serde_json::from_str::<SwarmJson>(text.trim()) {
+    if let Ok(json) = SwarmJson::parse(text.trim()) {
         return json.summary;
     }
     let stderr = String::from_utf8_lossy(&stderr);
@@ -245,16 +250,34 @@ fn failed_child<T: Target>(failure: Failure, run: &RunOptions) -> SwarmSummary {
 
 /// The `--json` summary: the swarm summary (its digest and declared probes included), the missing coverage and
 /// the declared probes no seed hit, one object.
-#[derive(serde::Serialize, serde::Deserialize)]
+#[derive(serde::Serialize)]
 struct SwarmJson {
     #[serde(flatten)]
     summary: SwarmSummary,
+    #[serde(flatten)]
+    extras: SwarmJsonExtras,
+}
+
+/// The fields of a `--json` summary beside the swarm summary's own.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SwarmJsonExtras {
     missing_coverage: Vec<String>,
     #[serde(default)]
     probes_never_hit: Vec<String>,
     /// Each failing seed's replay command, by seed (ADR-0097).
     #[serde(default)]
     replay_commands: BTreeMap<u64, String>,
+}
+
+impl SwarmJson {
+    /// Read a `--json` summary back. Each part is read from the parsed object on its own: serde's `flatten`
+    /// cannot read integer map keys (the cost report's histogram buckets) back from JSON's string keys, so a
+    /// derived `Deserialize` refused every summary with a cost report (ADR-0201).
+    fn parse(text: &str) -> serde_json::Result<SwarmJson> {
+        let value: serde_json::Value = serde_json::from_str(text)?;
+        let extras = SwarmJsonExtras::deserialize(&value)?;
+        Ok(SwarmJson { summary: SwarmSummary::deserialize(&value)?, extras })
+    }
 }
 
 /// Required counters at zero: the configurations' (`SwarmSummary::missing_coverage`), and with `--require-probes`
@@ -280,12 +303,8 @@ fn print_summary(
     let code = if !summary.failures.is_empty() || coverage_failed { EXIT_FAIL } else { EXIT_PASS };
     if args.json {
         let probes_never_hit = summary.probes_never_hit();
-        let json = SwarmJson {
-            summary: summary.clone(),
-            missing_coverage: missing,
-            probes_never_hit,
-            replay_commands: replay.clone(),
-        };
+        let extras = SwarmJsonExtras { missing_coverage: missing, probes_never_hit, replay_commands: replay.clone() };
+        let json = SwarmJson { summary: summary.clone(), extras };
         outln!("{}", serde_json::to_string(&json).expect("a summary serializes"));
         return code;
     }
@@ -320,7 +339,7 @@ pub(super) fn merge_mode(args: &Args, files: &[PathBuf]) -> u8 {
         match read_shard(path) {
             Ok(shard) => {
                 merged.merge(&shard.summary);
-                replay.extend(shard.replay_commands);
+                replay.extend(shard.extras.replay_commands);
             }
             Err(error) => return bad_input(&error),
         }
@@ -331,7 +350,7 @@ pub(super) fn merge_mode(args: &Args, files: &[PathBuf]) -> u8 {
 /// One shard's `--json` summary: the whole file is one JSON object (ADR-0097).
 fn read_shard(path: &Path) -> Result<SwarmJson, String> {
     let text = read_file(path)?;
-    serde_json::from_str::<SwarmJson>(text.trim())
+    SwarmJson::parse(text.trim())
         .map_err(|error| format!("{}: not a swarm --json summary (one JSON object): {error}", path.display()))
 }
 

@@ -104,6 +104,27 @@ fn a_failing_shard_prints_one_json_object_and_merge_lists_its_failures_with_repl
     assert_eq!(one_object(&merged_json), one_object(&whole), "merged shards differ from the unsharded swarm");
 }
 
+/// Shards run with `--cost-report` merge to the unsharded swarm's summary, cost report included (ADR-0201: the
+/// summary's reader refused the report's histograms before).
+#[test]
+fn merged_shards_keep_their_cost_report() {
+    let args = ["--target", "testbed-checkpointer", "--seeds", "0..4", "--steps", "100", "--json", "--cost-report"];
+    let mut files = Vec::new();
+    for shard in ["0/2", "1/2"] {
+        let run = testbed(&[&args[..], &["--shard", shard]].concat());
+        assert_eq!(run.code, Some(0), "{}", run.stderr);
+        let path = scratch(&format!("testbed-cost-shard-{}.json", &shard[..1]));
+        write(&path, &run.stdout);
+        files.push(path.to_str().expect("utf-8").to_owned());
+    }
+    let files: Vec<&str> = files.iter().map(String::as_str).collect();
+    let merged = testbed(&[&["merge", "--json"][..], &files].concat());
+    assert_eq!(merged.code, Some(0), "{}", merged.stderr);
+    let whole = one_object(&testbed(&args));
+    assert!(whole["cost_report"]["latencies"].as_object().is_some_and(|latencies| !latencies.is_empty()), "{whole}");
+    assert_eq!(one_object(&merged), whole, "merged shards differ from the unsharded swarm");
+}
+
 #[test]
 fn merge_refuses_a_shard_file_that_is_not_one_json_object() {
     let shard = testbed(&["--seeds", "0..3", "--steps", "10", "--json"]);
@@ -149,6 +170,27 @@ fn an_isolated_swarm_kills_the_stuck_child_and_finishes() {
     assert!(summary["failures"][1]["actual"].as_str().expect("actual").contains("was killed"), "{summary}");
     let in_process = one_object(&testbed(&args));
     assert_eq!(summary["digest"], in_process["digest"], "a stuck seed counts the same in and out of process");
+}
+
+/// An isolated swarm's children run with every option the swarm was given (the persistence model, the sector
+/// size, the device, the cost report): their merged summary is the in-process swarm's (ADR-0201). The two models
+/// differ on these seeds, so a child that ran the default model would not agree.
+#[test]
+fn an_isolated_swarm_runs_its_children_with_the_options_it_was_given() {
+    let args = ["--target", "testbed-checkpointer", "--seeds", "0..4", "--steps", "200", "--json", "--sector-size", "4096"];
+    let summary = |extra: &[&str]| {
+        let run = testbed(&[&args[..], &["--device", "hdd", "--cost-report"], extra].concat());
+        assert_eq!(run.code, Some(0), "{extra:?}: {}\n{}", run.stdout, run.stderr);
+        one_object(&run)
+    };
+    let posix = summary(&["--persistence", "posix"]);
+    let ordered = summary(&["--persistence", "ext4-ordered"]);
+    let isolated = summary(&["--persistence", "ext4-ordered", "--isolate"]);
+    assert_ne!(posix["coverage"], ordered["coverage"], "these seeds must tell the two models apart");
+    assert_eq!(isolated["coverage"], ordered["coverage"], "a child ran another model");
+    assert_eq!(isolated["cost_report"], ordered["cost_report"], "a child priced its IO on another device");
+    assert!(ordered["cost_report"].as_object().is_some_and(|report| !report.is_empty()), "{ordered}");
+    assert_eq!((isolated["seeds_run"].as_u64(), isolated["digest"].clone()), (Some(4), ordered["digest"].clone()));
 }
 
 #[test]
