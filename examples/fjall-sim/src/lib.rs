@@ -17,7 +17,10 @@ use holdfast::config::FaultProfile;
 use holdfast::env::{DeterministicRng, Op as Io, SimEnv};
 use holdfast::kit::{KeyModel, Sig, ValueSpec, key_bytes, sig_of, smaller_u32, value_bytes};
 use holdfast::protocol::in_dir;
-use holdfast::{FailureKind, FaultMenu, FaultSite, Observed, SeedParallelism, Step, SystemError, Target, Violation, World, WorldConfig};
+use holdfast::{
+    FailureKind, FaultMenu, FaultSite, Observed, SeedParallelism, Step, SystemError, Target, Violation, World,
+    WorldConfig,
+};
 use serde::{Deserialize, Serialize};
 
 /// The database's directory, under the one the world names.

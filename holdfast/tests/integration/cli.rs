@@ -177,7 +177,8 @@ fn an_isolated_swarm_kills_the_stuck_child_and_finishes() {
 /// differ on these seeds, so a child that ran the default model would not agree.
 #[test]
 fn an_isolated_swarm_runs_its_children_with_the_options_it_was_given() {
-    let args = ["--target", "testbed-checkpointer", "--seeds", "0..4", "--steps", "200", "--json", "--sector-size", "4096"];
+    let args =
+        ["--target", "testbed-checkpointer", "--seeds", "0..4", "--steps", "200", "--json", "--sector-size", "4096"];
     let summary = |extra: &[&str]| {
         let run = testbed(&[&args[..], &["--device", "hdd", "--cost-report"], extra].concat());
         assert_eq!(run.code, Some(0), "{extra:?}: {}\n{}", run.stdout, run.stderr);
