@@ -157,7 +157,9 @@ fn place(case: Case, index: u64, thread: usize, threads: usize, record_bytes: us
     }
 }
 
-/// One run: `threads` threads make `writes` writes in all; the wall time from the first write to the last.
+/// One run: `threads` threads make `writes` writes in all; the wall time from the first thread's start to the last
+/// thread's end, each read by the writer threads themselves (a clock read by the spawning thread after the start
+/// barrier can come after the writes, when that thread is descheduled).
 fn run(case: Case, dir: &Path, threads: usize, writes: u64, record_bytes: usize) -> Result<Duration, String> {
     let files = open_files(case, dir, threads, writes, record_bytes)?;
     let next = Arc::new(AtomicU64::new(0));
@@ -166,8 +168,9 @@ fn run(case: Case, dir: &Path, threads: usize, writes: u64, record_bytes: usize)
     let mut workers = Vec::new();
     for thread in 0..threads {
         let (files, next, lock, start) = (Arc::clone(&files), Arc::clone(&next), Arc::clone(&lock), Arc::clone(&start));
-        workers.push(std::thread::spawn(move || -> Result<(), String> {
+        workers.push(std::thread::spawn(move || -> Result<(Instant, Instant), String> {
             start.wait();
+            let began = Instant::now();
             // Shared file: the next index from the counter. File per thread: this thread's own indexes.
             let mut own = thread as u64;
             loop {
@@ -179,7 +182,7 @@ fn run(case: Case, dir: &Path, threads: usize, writes: u64, record_bytes: usize)
                     false => next.fetch_add(1, Ordering::Relaxed),
                 };
                 if index >= writes {
-                    return Ok(());
+                    return Ok((began, Instant::now()));
                 }
                 let (file, offset) = place(case, index, thread, threads, record_bytes);
                 let bytes = record(index, record_bytes);
@@ -190,11 +193,13 @@ fn run(case: Case, dir: &Path, threads: usize, writes: u64, record_bytes: usize)
         }));
     }
     start.wait();
-    let began = Instant::now();
+    let mut spans = Vec::new();
     for worker in workers {
-        worker.join().map_err(|_| "a writer thread panicked".to_string())??;
+        spans.push(worker.join().map_err(|_| "a writer thread panicked".to_string())??);
     }
-    let elapsed = began.elapsed();
+    let began = spans.iter().map(|span| span.0).min().expect("at least one thread");
+    let ended = spans.iter().map(|span| span.1).max().expect("at least one thread");
+    let elapsed = ended.duration_since(began);
     verify(case, &files, threads, writes, record_bytes)?;
     Ok(elapsed)
 }
