@@ -4,6 +4,9 @@
 //! same run. After every run the files are read back and every record checked, so a case that lost or misplaced
 //! a write fails instead of reporting a speed.
 //!
+//! Like the rest of `bench`, it measures the host: it calls `std::fs`, `std::thread` and the wall clock directly,
+//! outside `Env` (bench is its own workspace, outside the determinism rule), and shapes no simulated run.
+//!
 //! ```text
 //! cargo run --release --bin append-scaling -- [--dir DIR] [--threads 1,2] [--runs 3] [--record-bytes 100]
 //!     [--writes 400000] [--out FILE]
@@ -141,11 +144,10 @@ fn parse_list(text: &str) -> Result<Vec<usize>, String> {
     Ok(threads)
 }
 
-/// The bytes of record `index`: its index, then a filler byte that depends on it.
-fn record(index: u64, record_bytes: usize) -> Vec<u8> {
-    let mut bytes = vec![(index % 251) as u8; record_bytes];
+/// Make `bytes` record `index`, in place: a writer reuses one buffer, so no allocation is timed with its writes.
+fn fill_record(bytes: &mut [u8], index: u64) {
+    bytes.fill((index % 251) as u8);
     bytes[..HEADER_BYTES].copy_from_slice(&index.to_le_bytes());
-    bytes
 }
 
 /// Where a run's writes land: (file, offset) of write `index` (of `writes`) by `thread` (of `threads`). A file of
@@ -170,6 +172,7 @@ fn run(case: Case, dir: &Path, threads: usize, writes: u64, record_bytes: usize)
         let (files, next, lock, start) = (Arc::clone(&files), Arc::clone(&next), Arc::clone(&lock), Arc::clone(&start));
         workers.push(std::thread::spawn(move || -> Result<(Instant, Instant), String> {
             start.wait();
+            let mut bytes = vec![0; record_bytes];
             let began = Instant::now();
             // Shared file: the next index from the counter. File per thread: this thread's own indexes.
             let mut own = thread as u64;
@@ -185,7 +188,7 @@ fn run(case: Case, dir: &Path, threads: usize, writes: u64, record_bytes: usize)
                     return Ok((began, Instant::now()));
                 }
                 let (file, offset) = place(case, index, thread, threads, record_bytes);
-                let bytes = record(index, record_bytes);
+                fill_record(&mut bytes, index);
                 let guard = (case == Case::OneFileAppendLocked).then(|| lock.lock().expect("no holder panics"));
                 files[file].write_all_at(&bytes, offset).map_err(|error| format!("write {index}: {error}"))?;
                 drop(guard);
@@ -241,12 +244,13 @@ fn open_files(
 
 /// Read every record back from where [`place`] put it.
 fn verify(case: Case, files: &[std::fs::File], threads: usize, writes: u64, record_bytes: usize) -> Result<(), String> {
-    let mut buffer = vec![0u8; record_bytes];
+    let (mut buffer, mut expected) = (vec![0u8; record_bytes], vec![0u8; record_bytes]);
     for index in 0..writes {
         let thread = if case.file_per_thread() { (index % threads as u64) as usize } else { 0 };
         let (file, offset) = place(case, index, thread, threads, record_bytes);
         files[file].read_exact_at(&mut buffer, offset).map_err(|error| format!("read back {index}: {error}"))?;
-        if buffer != record(index, record_bytes) {
+        fill_record(&mut expected, index);
+        if buffer != expected {
             return Err(format!(
                 "{}: record {index} at offset {offset} of file {file} is not what was written",
                 case.name()
@@ -368,6 +372,13 @@ fn report(args: &Args, dir: &Path) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The bytes of record `index`.
+    fn record(index: u64, record_bytes: usize) -> Vec<u8> {
+        let mut bytes = vec![0; record_bytes];
+        fill_record(&mut bytes, index);
+        bytes
+    }
 
     /// Every case writes every record where `verify` reads it back, at 1 and 3 threads; a record overwritten
     /// afterwards is caught.
