@@ -15,6 +15,10 @@ pub const KEY_COUNT_MAX: u32 = 2000;
 /// The share of seeds whose workload reaches the edges of the API (ADR-0071, ADR-0072, ADR-0073, ADR-0074, ADR-0075, ADR-0076, ADR-0077).
 pub const ROBUST_ON_PPM: u32 = 200_000;
 
+/// The share of seeds that run the engine in `SyncMode::NoSync` (ADR-0203): an acknowledged write is durable
+/// only once the log is synced (a seal, a flush, a close), so a crash may lose it.
+pub const UNSYNCED_ON_PPM: u32 = 250_000;
+
 /// Integer weights of each kind of operation (0 turns a kind off).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OpWeights {
@@ -79,6 +83,14 @@ pub struct EngineConfig {
     /// Absent from schedules written before ADR-0099: those run under the engine's defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<LimitsConfig>,
+    /// `SyncMode::NoSync` (ADR-0203), drawn from its own stream. Absent from a schedule when false: schedules
+    /// written before it run synced, as they did.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub unsynced: bool,
+}
+
+fn is_false(flag: &bool) -> bool {
+    !*flag
 }
 
 /// The engine's size limits a run uses (`engine::Options` of the same names, ADR-0099).
@@ -163,7 +175,8 @@ impl EngineConfig {
             block_cache_bytes: if rng.chance_ppm(300_000) { 0 } else { (16 * 1024) << rng.below(6) },
         };
         let limits = Some(LimitsConfig::draw(&mut DeterministicRng::stream(seed, "engine.limits"), &workload));
-        let mut config = Self { workload, weights, tuning, tracked_transactions_max: None, limits };
+        let unsynced = DeterministicRng::stream(seed, "engine.sync").chance_ppm(UNSYNCED_ON_PPM);
+        let mut config = Self { workload, weights, tuning, tracked_transactions_max: None, limits, unsynced };
         config.draw_robust(seed);
         config.validate().expect("the engine target generated an invalid configuration");
         config
@@ -218,7 +231,8 @@ impl EngineConfig {
         self.limits.unwrap_or_else(LimitsConfig::engine_defaults)
     }
 
-    /// Engine options (always `SyncMode::Sync`: the oracle treats every acknowledged write as durable).
+    /// Engine options: `SyncMode::Sync`, or `SyncMode::NoSync` when `unsynced` (the model then keeps what a crash
+    /// may bring back, ADR-0203).
     pub fn options(&self) -> Options {
         let tuning = &self.tuning;
         let options = Options::default()
@@ -228,7 +242,7 @@ impl EngineConfig {
             .with_level_size_ratio(tuning.level_size_ratio.max(2))
             .with_l0_compaction_trigger(usize::try_from(tuning.l0_compaction_trigger).unwrap_or(4).max(1))
             .with_block_cache_bytes(usize::try_from(tuning.block_cache_bytes).unwrap_or(0))
-            .with_sync_mode(SyncMode::Sync)
+            .with_sync_mode(if self.unsynced { SyncMode::NoSync } else { SyncMode::Sync })
             .with_tracked_transactions_max(
                 self.tracked_transactions_max.map_or(engine::ssi::TRACKED_TRANSACTIONS_MAX, |max| {
                     usize::try_from(max).unwrap_or(engine::ssi::TRACKED_TRANSACTIONS_MAX)
@@ -246,6 +260,10 @@ impl EngineConfig {
             let mut copy = self.clone();
             copy.tuning.block_cache_bytes = 0;
             out.push(copy);
+        }
+        if self.unsynced {
+            // Synced: a crash then loses no acknowledged write, so fewer outcomes to reason about.
+            out.push(Self { unsynced: false, ..self.clone() });
         }
         if self.limits.is_some() {
             // The engine's defaults: no drawn limit in the way of a merged put (`ops::rewrite`).
@@ -288,7 +306,8 @@ impl std::fmt::Display for EngineConfig {
             t.level_size_ratio,
             t.l0_compaction_trigger,
             t.block_cache_bytes
-        )
+        )?;
+        if self.unsynced { write!(f, " unsynced") } else { Ok(()) }
     }
 }
 

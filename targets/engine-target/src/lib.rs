@@ -100,6 +100,9 @@ pub struct EngineTarget {
     config: EngineConfig,
     model: Model,
     max_acked_sequence: u64,
+    /// The highest acknowledged sequence when the log was last known synced (a flush or a close returned `Ok`):
+    /// in `SyncMode::NoSync` a recovery must reach it, not `max_acked_sequence` (ADR-0203).
+    durable_sequence: u64,
     next_value_id: u64,
     counters: Coverage,
     /// Which keys each file may have held and which were written again since: a data-destroying fault excuses
@@ -134,6 +137,12 @@ pub fn system_error(error: &engine::Error) -> SystemError {
 }
 
 impl EngineTarget {
+    /// The log is synced (a flush or a close returned `Ok`): every acknowledged write is durable (ADR-0203).
+    pub(crate) fn durable(&mut self) {
+        self.model.durable();
+        self.durable_sequence = self.max_acked_sequence;
+    }
+
     /// The database, if open.
     pub fn db(&self) -> Option<&Db<SimEnv>> {
         self.db.as_ref()
@@ -206,8 +215,9 @@ impl Target for EngineTarget {
         Self {
             db: None,
             config: config.clone(),
-            model: Model::default(),
+            model: if config.unsynced { Model::unsynced() } else { Model::default() },
             max_acked_sequence: 0,
+            durable_sequence: 0,
             next_value_id: 1,
             counters: Coverage::default(),
             excuses: holdfast::kit::DamageExcuses::default(),
@@ -226,10 +236,17 @@ impl Target for EngineTarget {
     }
 
     fn close(&mut self) -> Result<(), SystemError> {
-        self.db.as_ref().map_or(Ok(()), |db| db.close().map_err(|error| system_error(&error)))
+        let closed = self.db.as_ref().map_or(Ok(()), |db| db.close().map_err(|error| system_error(&error)));
+        if closed.is_ok() {
+            // A close syncs the log: every acknowledged write is durable.
+            self.durable();
+        }
+        closed
     }
 
     fn drop_system(&mut self) {
+        // After a clean close nothing is left to undo; after a crash, an unsynced write may be gone.
+        self.model.crash();
         self.readers.clear();
         self.count_stats();
         self.db = None;
@@ -242,17 +259,24 @@ impl Target for EngineTarget {
     fn recovered(&mut self, world: &mut World) -> Result<Observation, Violation> {
         let last_sequence = self.db.as_ref().expect("recovered after an open").last_sequence();
         let damaged = world.damaged();
-        if last_sequence < self.max_acked_sequence && !damaged {
+        // Unsynced, only what a sync covered must come back (ADR-0203).
+        let (floor, what) = if self.config.unsynced {
+            (self.durable_sequence, "highest acknowledged when the log was last synced")
+        } else {
+            (self.max_acked_sequence, "highest acknowledged before")
+        };
+        if last_sequence < floor && !damaged {
             return Err(Violation::new(
                 "sequence_recovered",
                 FailureKind::Durability,
-                format!("last_sequence >= {} (highest acknowledged before)", self.max_acked_sequence),
+                format!("last_sequence >= {floor} ({what})"),
                 last_sequence.to_string(),
             ));
         }
-        if damaged {
+        if damaged || self.config.unsynced {
             // After damage a rollback is allowed, so sequences restart from what recovery found.
             self.max_acked_sequence = self.max_acked_sequence.min(last_sequence);
+            self.durable_sequence = self.durable_sequence.min(last_sequence);
         }
         self.record_file_keys();
         self.verify_all(world, "durability")?;

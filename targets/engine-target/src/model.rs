@@ -18,6 +18,9 @@ struct Slot {
     maybe: BTreeSet<Option<Sig>>,
     /// Every value ever written (acknowledged or not) under this key.
     ever: BTreeSet<Sig>,
+    /// `SyncMode::NoSync` only (ADR-0203): the values the key held since the log was last known synced, before
+    /// its latest acknowledged write, and the in-flight ones that write superseded. A crash may bring any back.
+    unsynced: BTreeSet<Option<Sig>>,
 }
 
 /// How a read compared with the model.
@@ -86,6 +89,11 @@ pub struct Model {
     specs: BTreeMap<Sig, ValueSpec>,
     /// Signatures more than one spec wrote (never named by one of their ids in a report).
     shared: BTreeSet<Sig>,
+    /// The database runs in `SyncMode::NoSync`: an acknowledged write is durable only at the next durable point
+    /// ([`Model::durable`]); until then a crash may undo it ([`Model::crash`], ADR-0203).
+    unsynced_mode: bool,
+    /// The keys whose `unsynced` set is not empty, ascending.
+    unsynced_keys: BTreeSet<u32>,
 }
 
 impl Model {
@@ -105,8 +113,24 @@ impl Model {
         self.specs.get(&sig).copied()
     }
 
+    /// A model of a database in `SyncMode::NoSync` (ADR-0203).
+    pub fn unsynced() -> Self {
+        Self { unsynced_mode: true, ..Self::default() }
+    }
+
     /// A write of `value` (None: delete) to `key` was acknowledged.
     pub fn ack(&mut self, key: u32, value: Option<Sig>) {
+        let unsynced_mode = self.unsynced_mode;
+        let slot = self.slots.entry(key);
+        if unsynced_mode {
+            // Until the log is synced, a crash may bring back what the key held before, or an in-flight write
+            // this one superseded.
+            let before = std::mem::take(&mut slot.maybe);
+            slot.unsynced.extend(before.into_iter().chain([slot.value]).filter(|&old| old != value));
+            if !slot.unsynced.is_empty() {
+                self.unsynced_keys.insert(key);
+            }
+        }
         let slot = self.slots.entry(key);
         slot.value = value;
         slot.maybe.clear();
@@ -126,6 +150,25 @@ impl Model {
             slot.maybe.insert(value);
         }
         assert!(slot.maybe.len() <= IN_FLIGHT_PER_KEY_MAX, "key {key} has too many unresolved writes");
+    }
+
+    /// Every acknowledged write is durable now (a flush or a close returned `Ok`): no crash may undo it.
+    pub fn durable(&mut self) {
+        for key in std::mem::take(&mut self.unsynced_keys) {
+            self.slots.entry(key).unsynced.clear();
+        }
+    }
+
+    /// The database was dropped without a clean close: each key may now hold its acknowledged value or any value
+    /// a crash may bring back (they become in-flight candidates, which the verification after recovery resolves).
+    pub fn crash(&mut self) {
+        for key in std::mem::take(&mut self.unsynced_keys) {
+            let slot = self.slots.entry(key);
+            let value = slot.value;
+            let undone = std::mem::take(&mut slot.unsynced);
+            slot.maybe.extend(undone.into_iter().filter(|&old| old != value));
+            assert!(slot.maybe.len() <= IN_FLIGHT_PER_KEY_MAX, "key {key} has too many unresolved writes");
+        }
     }
 
     /// Keys the model knows about (ever written or deleted).
@@ -163,6 +206,16 @@ impl Model {
             return Ok(Resolution::Expected);
         }
         if slot.maybe.contains(&actual) {
+            if self.unsynced_mode {
+                // The in-flight write landed, unsynced: a crash may still bring back what it replaced.
+                let before = slot.value;
+                slot.unsynced.insert(before);
+                slot.unsynced.remove(&actual);
+                if !slot.unsynced.is_empty() {
+                    self.unsynced_keys.insert(key);
+                }
+            }
+            let slot = self.slots.entry(key);
             slot.value = actual;
             slot.maybe.clear();
             return Ok(Resolution::ResolvedInFlight);

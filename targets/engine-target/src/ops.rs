@@ -89,7 +89,14 @@ impl EngineTarget {
             Op::Delete { key } => self.write(world, *key, None),
             Op::Get { key } => self.get(world, *key),
             Op::Scan { start, end } => self.scan(world, *start, *end),
-            Op::Flush => self.call(world, "flush", |db| db.flush()),
+            Op::Flush => {
+                let flushed = self.call(world, "flush", |db| db.flush());
+                if matches!(flushed, Ok(Observed::Op(Observation::Ok))) {
+                    // A flush seals and syncs the log first: every acknowledged write is durable.
+                    self.durable();
+                }
+                flushed
+            }
             Op::Compact => self.call(world, "compact", |db| db.compact()),
             Op::OddKey { len, value } => self.odd_key_put(world, *len, *value),
             Op::BigTxn { key, values, value } => self.big_txn(world, *key, *values, *value),
