@@ -6,7 +6,7 @@ use std::sync::Arc;
 use env::{Env, TaskHandle};
 
 use crate::error::{Error, Result};
-use crate::options::Options;
+use crate::options::{Options, SyncMode};
 use crate::state::{Inner, State, parse_number, table_file_name, wal_file_name};
 use crate::types::{Sequence, ValueKind, check_write};
 use crate::wal::{BatchWrite, RecordKind};
@@ -206,7 +206,9 @@ impl<E: Env> Db<E> {
 
     /// Wait until no background work is left, seal and sync the log, release the lock. Complete (ADR-0075): no
     /// task of this database runs after it returns, and every later call fails with `Error::Closed`, on this
-    /// handle and on the transactions and scan iterators opened before.
+    /// handle and on the transactions and scan iterators opened before. A database an earlier failure poisoned
+    /// is closed without a seal; in `SyncMode::NoSync`, when it had acknowledged writes the log had not synced,
+    /// the close (complete all the same) returns that failure: those writes may be lost (ADR-0203).
     pub fn close(&self) -> Result<()> {
         for _ in 0..CLOSE_WAITS_MAX {
             let handles: Vec<TaskHandle> = {
@@ -236,16 +238,23 @@ impl<E: Env> Db<E> {
     }
 
     fn seal_and_close(&self, state: &mut State<E>) -> Result<()> {
+        // ADR-0203: a poisoned database is closed without a seal (its log's tail may be unknown), and then writes
+        // it acknowledged unsynced (`SyncMode::NoSync`) are not durable: the close reports the failure that
+        // poisoned it instead of `Ok`.
+        let mut unsynced_lost = None;
         if !self.inner.is_poisoned() {
             // Seal the segment: the seal's synced boundary covers every record, so damage to the last data
             // record of a cleanly closed log reads as corruption, not as a torn tail (ADR-0012).
             state.wal.append(RecordKind::Seal, &[], false)?;
             state.wal.sync()?;
             crate::commit::acknowledge_all(&self.inner, state)?;
+        } else if self.inner.options.sync_mode == SyncMode::NoSync && state.wal.synced_offset() < state.wal.end_offset()
+        {
+            unsynced_lost = self.inner.check_writable().err();
         }
         self.inner.closed.set();
         self.inner.empty_read_cells();
-        Ok(())
+        unsynced_lost.map_or(Ok(()), Err)
     }
 
     /// Counters and sizes.

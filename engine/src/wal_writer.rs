@@ -219,7 +219,7 @@ impl<E: Env> WalWriter<E> {
         self.tail.file.path()
     }
 
-    #[cfg(test)]
+    /// The end of the last appended record (written or still pending).
     pub(crate) fn end_offset(&self) -> u64 {
         self.end_offset
     }

@@ -11,6 +11,7 @@ mod isolation;
 mod layers;
 mod lock_holds;
 mod model;
+mod nosync_close;
 mod persistence;
 mod probes;
 mod robust;

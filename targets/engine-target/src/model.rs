@@ -303,6 +303,42 @@ mod tests {
         assert_eq!(model.describe(Some(again)), "v3(9B)", "the same spec twice is one writer");
     }
 
+    /// ADR-0203: unsynced, a crash may bring back any value a key held since the last durable point (and an
+    /// in-flight write an acknowledged one superseded), never one from before it; a durable point forgets them.
+    #[test]
+    fn an_unsynced_model_lets_a_crash_undo_only_what_no_sync_covered() {
+        let mut model = Model::unsynced();
+        let sigs: Vec<Sig> = (1..=4)
+            .map(|id| model.register(ValueSpec { id, len: 3 }, &value_bytes(ValueSpec { id, len: 3 })))
+            .collect();
+        model.ack(1, Some(sigs[0]));
+        model.durable();
+        model.ack(1, Some(sigs[1]));
+        model.in_flight(1, Some(sigs[2]));
+        model.ack(1, Some(sigs[3]));
+        assert!(!model.is_uncertain(1), "before a crash a read must see the last acknowledged write");
+        model.crash();
+        assert!(model.is_uncertain(1));
+        for (index, &sig) in sigs.iter().enumerate() {
+            let mut crashed = model.clone();
+            assert!(crashed.observe(1, Some(sig), false, "durability").is_ok(), "v{} refused", index + 1);
+        }
+        let mut crashed = model.clone();
+        let error = crashed.observe(1, None, false, "durability").expect_err("a value from before the sync");
+        assert_eq!(error.invariant, "durability.lost_write");
+        let mut synced = Model::unsynced();
+        synced.ack(2, Some(sigs[0]));
+        synced.ack(2, Some(sigs[1]));
+        synced.durable();
+        synced.crash();
+        assert!(!synced.is_uncertain(2), "a durable point left something a crash may undo");
+        let mut strict = Model::default();
+        strict.ack(3, Some(sigs[0]));
+        strict.ack(3, Some(sigs[1]));
+        strict.crash();
+        assert!(!strict.is_uncertain(3), "a synced model let a crash undo an acknowledged write");
+    }
+
     #[test]
     fn in_flight_resolves_either_way_and_never_accepts_unknown_values() {
         let mut model = Model::default();

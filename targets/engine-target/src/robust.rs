@@ -190,7 +190,14 @@ impl EngineTarget {
         };
         let (iter, txn, ticket) = match hold_and_submit(&db, &mut scanned, &key_bytes(key), &bytes) {
             Ok(held) => held,
-            Err(error) => return world.tolerate("close_racing", &system_error(&error)),
+            Err((error, submitted)) => {
+                if submitted {
+                    // A submit that failed may have written its record (unsynced, its log write runs in the
+                    // submit, ADR-0203): in flight.
+                    self.model.in_flight(key, Some(sig));
+                }
+                return world.tolerate("close_racing", &system_error(&error));
+            }
         };
         self.model.in_flight(key, Some(sig));
         if let Err(error) = db.close() {
@@ -214,6 +221,8 @@ impl EngineTarget {
         {
             self.model.ack(key, Some(sig));
         }
+        // The close returned `Ok`: it synced the log, so the commit it acknowledged is durable too.
+        self.durable();
         self.counters.add("close.checked", 1);
         drop(db);
         holdfast::Target::drop_system(self);
@@ -221,18 +230,24 @@ impl EngineTarget {
     }
 }
 
-/// A scan iterator over `scanned`, a transaction, and a commit of `key` submitted but not yet synced.
+/// What `close_racing` holds across the close: a scan iterator, a transaction, and a submitted commit's ticket.
+type Held<'r> = (engine::ScanIter<'r>, engine::Transaction<SimEnv>, Option<engine::CommitTicket>);
+
+/// A scan iterator over `scanned`, a transaction, and a commit of `key` submitted but not yet synced. On error,
+/// whether it came from the submit (the write may have landed).
 fn hold_and_submit<'r>(
     db: &Db<SimEnv>,
     scanned: &'r mut ReadTransaction<SimEnv>,
     key: &[u8],
     bytes: &[u8],
-) -> Result<(engine::ScanIter<'r>, engine::Transaction<SimEnv>, Option<engine::CommitTicket>), Error> {
-    let iter = scanned.scan(..)?;
-    let txn = db.begin()?;
-    let mut committer = db.begin()?;
-    committer.put(key, bytes)?;
-    Ok((iter, txn, committer.submit()?))
+) -> Result<Held<'r>, (Error, bool)> {
+    let before_submit = |error| (error, false);
+    let iter = scanned.scan(..).map_err(before_submit)?;
+    let txn = db.begin().map_err(before_submit)?;
+    let mut committer = db.begin().map_err(before_submit)?;
+    committer.put(key, bytes).map_err(before_submit)?;
+    let ticket = committer.submit().map_err(|error| (error, true))?;
+    Ok((iter, txn, ticket))
 }
 
 /// The calls that did not fail with `Closed` on a closed database (and the handles opened before the close).
