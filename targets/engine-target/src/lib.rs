@@ -24,8 +24,9 @@
 //! * **Unsynced** (ADR-0203, a quarter of the seeds, drawn from the `engine.sync` stream): the engine runs in
 //!   `SyncMode::NoSync`. Reads before a crash are checked as above; after a crash a key may read as any value it
 //!   held since the last flush or close that returned `Ok` (each syncs the log), or an in-flight write an
-//!   acknowledged one superseded, and never as one from before that point. This is per key: that the keys a crash
-//!   kept form a prefix of the commits in sequence order is not checked here.
+//!   acknowledged one superseded, and never as one from before that point; and together
+//!   (`durability.unsynced_prefix`, ADR-0204), the keys read after the crash are those of one prefix of the commits
+//!   acknowledged since that point, in sequence order (keys a failed write left uncertain excepted).
 //! * **Structural** (`structural`): `db.check_invariants()` after every step that can change structure (every
 //!   step but a successful `get` or `scan`).
 //! * **Edges of the API** (ADR-0071, ADR-0072, ADR-0073, ADR-0074, ADR-0075, ADR-0076, ADR-0077, in 20% of seeds): keys of 0 and over 64 KiB are `InvalidArgument`, of
@@ -43,7 +44,8 @@
 //!
 //! # Coverage counters
 //!
-//! `unsynced_runs` (a run in `SyncMode::NoSync`); `crash.<place>` for `mid_append` (an armed crash cut a `write` of a `wal-*` file), `between_append_and_sync`
+//! `unsynced_runs` (a run in `SyncMode::NoSync`); `unsynced.crash_kept_none`, `unsynced.crash_kept_prefix`,
+//! `unsynced.crash_kept_all` (how many of the commits acknowledged since the last sync a crash kept); `crash.<place>` for `mid_append` (an armed crash cut a `write` of a `wal-*` file), `between_append_and_sync`
 //! (cut a `sync` of a `wal-*` file), `mid_flush`, `mid_compaction`, `mid_manifest`; `flushes`, `compactions`,
 //! `in_flight_writes`; in a damaged run, `damage.excused_reads` (a read of a key that lived in a damaged file),
 //! `damage.exact_reads` (one checked exactly all the same) and `damage.excuses_ended` (an acknowledged write ended a
@@ -64,6 +66,7 @@ mod damage;
 pub mod fuzzing;
 mod model;
 mod ops;
+mod prefix;
 mod robust;
 mod verify;
 
@@ -143,6 +146,39 @@ pub fn system_error(error: &engine::Error) -> SystemError {
 }
 
 impl EngineTarget {
+    /// Unsynced, after a crash (ADR-0204): the keys the verification read are those of one prefix of the commits
+    /// acknowledged since the last durable point. Not in a damaged run (a fault may roll a key back on its own).
+    fn check_prefix(&mut self, world: &mut World) -> Result<(), Violation> {
+        let Some(check) = self.model.take_prefix_check() else { return Ok(()) };
+        if world.damaged() {
+            return Ok(());
+        }
+        let commits = check.commits();
+        match check.shortest_prefix() {
+            Ok(kept) => {
+                let name = match kept {
+                    0 => "unsynced.crash_kept_none",
+                    kept if kept == commits => "unsynced.crash_kept_all",
+                    _ => "unsynced.crash_kept_prefix",
+                };
+                self.counters.add(name, 1);
+                Ok(())
+            }
+            Err(mismatch) => Err(Violation::new(
+                "durability.unsynced_prefix",
+                FailureKind::Durability,
+                format!(
+                    "the keys a crash kept are those of a prefix of the {} commits acknowledged since the last sync",
+                    mismatch.commits
+                ),
+                format!(
+                    "no prefix fits; the closest ({} commits) gives other values for keys {:?}",
+                    mismatch.prefix, mismatch.keys
+                ),
+            )),
+        }
+    }
+
     /// The log is synced (a flush or a close returned `Ok`): every acknowledged write is durable (ADR-0203).
     pub(crate) fn durable(&mut self) {
         self.model.durable();
@@ -290,6 +326,7 @@ impl Target for EngineTarget {
         }
         self.record_file_keys();
         self.verify_all(world, "durability")?;
+        self.check_prefix(world)?;
         Ok(Observation::Recovered { last_sequence })
     }
 
@@ -332,6 +369,8 @@ impl Target for EngineTarget {
         if let Err(error) = db.flush().and_then(|()| db.compact()) {
             return world.give_up("liveness.flush_compact", "flush and compact succeed once healed", error.to_string());
         }
+        // The flush synced the log: the final power cut may lose nothing acknowledged, unsynced runs included.
+        self.durable();
         world.drain("liveness.drain_after_compact")?;
         self.verify_all(world, "liveness")
     }

@@ -7,6 +7,8 @@ use std::fmt::Write as _;
 use holdfast::kit::{Sig, ValueSpec, sig_of};
 use holdfast::{FailureKind, Violation};
 
+use crate::prefix::{Commit, Journal, PrefixCheck};
+
 /// The most unresolved in-flight writes one key may carry (each failed write adds one until a read resolves them).
 pub const IN_FLIGHT_PER_KEY_MAX: usize = 1_000_000;
 
@@ -94,6 +96,10 @@ pub struct Model {
     unsynced_mode: bool,
     /// The keys whose `unsynced` set is not empty, ascending.
     unsynced_keys: BTreeSet<u32>,
+    /// Unsynced: the commits acknowledged since the last durable point (ADR-0204).
+    journal: Journal,
+    /// Unsynced: the journal the last crash ended, until the verification after it is checked against it.
+    prefix_check: Option<PrefixCheck>,
 }
 
 impl Model {
@@ -120,6 +126,22 @@ impl Model {
 
     /// A write of `value` (None: delete) to `key` was acknowledged.
     pub fn ack(&mut self, key: u32, value: Option<Sig>) {
+        self.ack_commit(vec![(key, value)]);
+    }
+
+    /// One commit of several writes was acknowledged: unsynced, a crash keeps all of them or none (ADR-0204).
+    pub fn ack_commit(&mut self, commit: Commit) {
+        if self.unsynced_mode {
+            let slots = &self.slots;
+            let before = |key| slots.get(key).map_or((None, false), |slot| (slot.value, !slot.maybe.is_empty()));
+            self.journal.acknowledged(commit.clone(), before);
+        }
+        for (key, value) in commit {
+            self.ack_write(key, value);
+        }
+    }
+
+    fn ack_write(&mut self, key: u32, value: Option<Sig>) {
         let unsynced_mode = self.unsynced_mode;
         let slot = self.slots.entry(key);
         if unsynced_mode {
@@ -142,6 +164,9 @@ impl Model {
 
     /// A write of `value` (None: delete) to `key` returned an error: it may or may not have landed.
     pub fn in_flight(&mut self, key: u32, value: Option<Sig>) {
+        if self.unsynced_mode {
+            self.journal.in_flight(key);
+        }
         let slot = self.slots.entry(key);
         if let Some(sig) = value {
             slot.ever.insert(sig);
@@ -154,6 +179,7 @@ impl Model {
 
     /// Every acknowledged write is durable now (a flush or a close returned `Ok`): no crash may undo it.
     pub fn durable(&mut self) {
+        self.journal = Journal::default();
         for key in std::mem::take(&mut self.unsynced_keys) {
             self.slots.entry(key).unsynced.clear();
         }
@@ -162,6 +188,9 @@ impl Model {
     /// The database was dropped without a clean close: each key may now hold its acknowledged value or any value
     /// a crash may bring back (they become in-flight candidates, which the verification after recovery resolves).
     pub fn crash(&mut self) {
+        if !self.journal.is_empty() {
+            self.prefix_check = Some(PrefixCheck::new(std::mem::take(&mut self.journal)));
+        }
         for key in std::mem::take(&mut self.unsynced_keys) {
             let slot = self.slots.entry(key);
             let value = slot.value;
@@ -169,6 +198,11 @@ impl Model {
             slot.maybe.extend(undone.into_iter().filter(|&old| old != value));
             assert!(slot.maybe.len() <= IN_FLIGHT_PER_KEY_MAX, "key {key} has too many unresolved writes");
         }
+    }
+
+    /// Unsynced: the journal the last crash ended, with what the reads since saw (ADR-0204); none after.
+    pub fn take_prefix_check(&mut self) -> Option<PrefixCheck> {
+        self.prefix_check.take()
     }
 
     /// Keys the model knows about (ever written or deleted).
@@ -200,6 +234,9 @@ impl Model {
         damaged: bool,
         context: &str,
     ) -> Result<Resolution, Violation> {
+        if let Some(check) = &mut self.prefix_check {
+            check.observed(key, actual);
+        }
         let slot = self.slots.entry(key);
         if slot.value == actual {
             slot.maybe.clear();

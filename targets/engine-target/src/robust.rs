@@ -126,7 +126,7 @@ impl EngineTarget {
         });
         match result {
             Ok(()) if !over => {
-                sigs.iter().for_each(|&(k, sig)| self.model.ack(k, Some(sig)));
+                self.model.ack_commit(sigs.iter().map(|&(k, sig)| (k, Some(sig))).collect());
                 self.counters.add("txn.large_value_committed", 1);
                 Ok(Observed::Op(Observation::Ok))
             }
