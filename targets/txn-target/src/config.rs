@@ -18,6 +18,9 @@ pub const KEY_COUNT_MIN: u32 = 4;
 pub const KEY_COUNT_MAX: u32 = 32;
 /// One in parts per million.
 const PPM_MAX: u32 = 1_000_000;
+/// The share of seeds that run the engine in `SyncMode::NoSync` (ADR-0205): a commit is visible at once and
+/// durable at the next sync (a flush, a close, a recovery), so a crash may take back what clients already read.
+pub const UNSYNCED_ON_PPM: u32 = 250_000;
 
 /// Weights of the operations inside a transaction (0 turns one off; a read-only transaction always reads).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -96,6 +99,14 @@ pub struct TxnConfig {
     pub step_weights: StepWeights,
     /// The engine's tuning ([`engine_options`]).
     pub tuning: LsmTuning,
+    /// `SyncMode::NoSync` (ADR-0205), drawn from its own `txn.sync` stream; absent from a schedule when false, so
+    /// schedules written before it replay synced.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub unsynced: bool,
+}
+
+fn is_false(flag: &bool) -> bool {
+    !*flag
 }
 
 impl TxnConfig {
@@ -135,6 +146,7 @@ impl TxnConfig {
             op_weights,
             step_weights: StepWeights { client: 100, flush, compact },
             tuning: draw_tuning(&mut rng),
+            unsynced: DeterministicRng::stream(seed, "txn.sync").chance_ppm(UNSYNCED_ON_PPM),
         };
         config.validate().expect("the txn target generated an invalid configuration");
         config
@@ -164,10 +176,20 @@ impl TxnConfig {
         engine_options(&self.tuning).validate().map_err(|error| format!("tuning: {error}"))
     }
 
-    /// Simpler configurations for the shrinker: a smaller key space (fewer keys to verify), no block cache.
+    /// The engine options of this run: [`engine_options`], unsynced when drawn so.
+    pub fn options(&self) -> Options {
+        let options = engine_options(&self.tuning);
+        if self.unsynced { options.with_sync_mode(SyncMode::NoSync) } else { options }
+    }
+
+    /// Simpler configurations for the shrinker: a smaller key space (fewer keys to verify), no block cache,
+    /// synced commits.
     pub fn simpler(&self) -> Vec<Self> {
         let mut out: Vec<Self> =
             smaller_u32(self.key_count, 1).into_iter().map(|key_count| Self { key_count, ..self.clone() }).collect();
+        if self.unsynced {
+            out.push(Self { unsynced: false, ..self.clone() });
+        }
         let uncached = LsmTuning { block_cache_bytes: 0, ..self.tuning.clone() };
         out.push(Self { tuning: uncached, ..self.clone() });
         out.retain(|candidate| candidate != self && candidate.validate().is_ok());
@@ -208,6 +230,7 @@ mod tests {
         assert!(TxnConfig { tuning, ..config.clone() }.validate().unwrap_err().contains("level_size_ratio"));
         let options = engine_options(&config.tuning);
         assert_eq!(options.sync_mode, SyncMode::Sync);
+        assert_eq!(TxnConfig { unsynced: true, ..config.clone() }.options().sync_mode, SyncMode::NoSync);
         assert_eq!(options.flush_threshold_bytes, config.tuning.flush_threshold_bytes);
     }
 }

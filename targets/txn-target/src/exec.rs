@@ -54,6 +54,11 @@ impl TxnTarget {
         } else {
             ("flush", db.flush())
         };
+        if result.is_ok() && !compact {
+            // A flush seals and syncs the log first: every visible commit is durable (ADR-0205).
+            self.absorb_visible(world)?;
+            self.durable();
+        }
         result.map_or_else(|error| tolerate(world, what, &error), |()| Ok(Observed::Op(Observation::Ok)))
     }
 

@@ -44,6 +44,11 @@
 //!   crash or reopen every visible commit is wholly present, every aborted transaction wholly absent, and each
 //!   in-flight commit (submitted, not visible) wholly present or wholly absent — the present ones a prefix in
 //!   sequence order; resolved by reading their keys.
+//! * **Unsynced runs** (ADR-0205, a quarter of the seeds, `SyncMode::NoSync`): a commit is visible at once and
+//!   durable at the next flush, close or recovery; after a crash the commits visible since then are resolved like
+//!   commits in flight (a prefix of them in sequence order survives, wholly), and the ones it took leave the
+//!   history and the DSG. Counters `unsynced_runs`, `unsynced.commits_rewound`, `unsynced.commits_lost`,
+//!   `unsynced.crash_kept_none`, `unsynced.crash_kept_some`.
 //! * **Aborts are explained** (`abort_explained`): every conflict's cause names a key
 //!   (`engine::Error::Conflict { cause }`).
 //! * **Structural** (`structural`): `db.check_invariants()` after every step that can change structure, and
@@ -83,8 +88,9 @@ mod exec;
 mod model;
 mod ops;
 mod recovery;
+mod unsynced;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use engine::{CommitTicket, Db, ReadTransaction, Transaction};
@@ -182,6 +188,13 @@ pub struct TxnTarget {
     counters: Coverage,
     /// Which keys each file may have held and which were written again since (ADR-0069, ADR-0101).
     excuses: holdfast::kit::DamageExcuses,
+    /// Unsynced runs (ADR-0205): the commits made visible since the log was last known synced, in sequence order.
+    unsynced_visible: Vec<Submission>,
+    /// Unsynced runs: every transaction added to the DSG, in order, to rebuild it without the commits a crash
+    /// took back.
+    graph_log: Vec<dsg::CommittedTxn>,
+    /// Commits a crash put back in flight that are already in the DSG: not added again if they survived.
+    in_graph: BTreeSet<TxnId>,
 }
 
 /// An engine error as the framework's fault rules see it.
@@ -264,6 +277,10 @@ impl Target for TxnTarget {
     }
 
     fn new(_env: &SimEnv, config: &TxnConfig) -> Self {
+        let mut counters = Coverage::default();
+        if config.unsynced {
+            counters.add("unsynced_runs", 1);
+        }
         Self {
             db: None,
             config: config.clone(),
@@ -281,14 +298,16 @@ impl Target for TxnTarget {
             dropped_visible: None,
             in_service: false,
             opens: 0,
-            counters: Coverage::default(),
+            counters,
             excuses: holdfast::kit::DamageExcuses::default(),
+            unsynced_visible: Vec::new(),
+            graph_log: Vec::new(),
+            in_graph: BTreeSet::new(),
         }
     }
 
     fn open(&mut self, env: &SimEnv) -> Result<(), SystemError> {
-        let db =
-            Db::open(env.clone(), DB_DIR, engine_options(&self.config.tuning)).map_err(|error| system_error(&error))?;
+        let db = Db::open(env.clone(), DB_DIR, self.config.options()).map_err(|error| system_error(&error))?;
         self.next_sequence = db.last_sequence() + 1;
         // The first open is of an empty directory; every later one is in service once `recovered` verified it.
         self.in_service = self.opens == 0;
@@ -299,7 +318,12 @@ impl Target for TxnTarget {
 
     fn close(&mut self) -> Result<(), SystemError> {
         self.drop_clients();
-        self.db.as_ref().map_or(Ok(()), |db| db.close().map_err(|error| system_error(&error)))
+        let closed = self.db.as_ref().map_or(Ok(()), |db| db.close().map_err(|error| system_error(&error)));
+        if closed.is_ok() {
+            // A close seals and syncs the log.
+            self.durable();
+        }
+        closed
     }
 
     fn drop_system(&mut self) {
@@ -401,6 +425,9 @@ impl Target for TxnTarget {
         if let Err(error) = db.flush().and_then(|()| db.compact()) {
             return world.give_up("liveness.flush_compact", "flush and compact succeed once healed", error.to_string());
         }
+        // The flush synced the log: the final power cut may take back nothing, unsynced runs included.
+        self.absorb_visible(world)?;
+        self.durable();
         world.drain("liveness.drain_after_compact")?;
         self.absorb_visible(world)?;
         if !self.verify_all(world, "liveness")? {

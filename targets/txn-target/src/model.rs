@@ -122,6 +122,24 @@ impl History {
         }
     }
 
+    /// Undo every version above `sequence` (an unsynced run's crash took those commits back, ADR-0205): the
+    /// history is again what it was when `sequence` was the last visible.
+    pub fn truncate_after(&mut self, sequence: u64) {
+        for chain in self.versions.values_mut() {
+            let kept = chain.partition_point(|version| version.sequence <= sequence);
+            chain.truncate(kept);
+        }
+        self.versions.retain(|_, chain| !chain.is_empty());
+        self.batches.retain(|&first, _| first <= sequence);
+        self.visible = self.visible.min(sequence);
+    }
+
+    /// Every sequence up to `sequence` is accounted for, though no commit here has it: an unsynced recovery went on
+    /// from a manifest's last sequence above the commits the crash kept (ADR-0205).
+    pub fn skip_to(&mut self, sequence: u64) {
+        self.visible = self.visible.max(sequence);
+    }
+
     /// A value for reports: `absent`, `v17(33B) by T4`, or an unknown signature.
     pub fn describe(&self, value: Option<Sig>) -> String {
         match value {
@@ -251,5 +269,35 @@ mod tests {
         assert_eq!(committed.writes, vec![key_bytes(3), key_bytes(5)]);
         assert_eq!(committed.deletes, vec![key_bytes(5)]);
         assert!(history.describe(Some(a)).contains("by T1"));
+    }
+
+    /// ADR-0205: truncating after a sequence gives back the history as it was when that sequence was the last
+    /// visible (a later two-write commit wholly gone); skipping ahead only raises what is visible.
+    #[test]
+    fn a_truncated_history_is_the_history_before_the_later_commits() {
+        let mut history = History::default();
+        let (a, b) =
+            (history.register(ValueSpec { id: 1, len: 8 }, 1), history.register(ValueSpec { id: 2, len: 8 }, 2));
+        let mut t1 = TxnRecord::new(1, 0, 0, false);
+        t1.writes.insert(3, Some(a));
+        history.apply(&t1, 1);
+        let before = history.clone();
+        let mut t2 = TxnRecord::new(2, 0, 1, false);
+        t2.writes.insert(3, Some(b));
+        t2.writes.insert(7, Some(b));
+        history.apply(&t2, 2);
+        assert_eq!(
+            (history.visible(), history.latest_value(7), history.split_commit(2)),
+            (3, Some(b), Some((2, 3, 2)))
+        );
+        history.truncate_after(1);
+        assert_eq!(history.visible(), 1);
+        assert_eq!((history.latest_value(3), history.latest_value(7), history.split_commit(2)), (Some(a), None, None));
+        assert_eq!(history.keys().collect::<Vec<_>>(), before.keys().collect::<Vec<_>>());
+        assert_eq!(history.latest(3), before.latest(3));
+        history.skip_to(5);
+        assert_eq!((history.visible(), history.latest_value(3)), (5, Some(a)));
+        history.skip_to(2);
+        assert_eq!(history.visible(), 5, "skipping never lowers what is visible");
     }
 }

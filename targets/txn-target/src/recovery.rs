@@ -2,7 +2,7 @@
 //! makes them visible; after a crash or reopen the in-flight ones are resolved by reading their keys, and every
 //! key is verified against the history.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use holdfast::kit::{Sig, key_bytes, sig_of};
 use holdfast::{FailureKind, Target, Violation, World};
@@ -14,7 +14,7 @@ use crate::{Client, SERIALIZABLE, TxnTarget, system_error};
 
 /// Whether an in-flight commit survived a crash, as its keys read after recovery say.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Verdict {
+pub(crate) enum Verdict {
     Present,
     Absent,
 }
@@ -58,6 +58,13 @@ impl TxnTarget {
     fn commit_visible(&mut self, world: &mut World, submission: &Submission) -> Result<(), Violation> {
         self.history.apply(&submission.record, submission.first_sequence);
         self.next_sequence = self.next_sequence.max(submission.last_sequence + 1);
+        if self.config.unsynced {
+            self.unsynced_visible.push(submission.clone());
+        }
+        if self.in_graph.remove(&submission.record.id) {
+            // A commit a crash put back in flight and that survived it: already in the DSG (ADR-0205).
+            return Ok(());
+        }
         self.count("txn.commits");
         self.add_to_graph(world, &submission.record)
     }
@@ -69,7 +76,11 @@ impl TxnTarget {
         }
         self.count("dsg.transactions");
         self.finished.insert(record.id, record.summary());
-        match self.graph.commit(&record.to_committed()) {
+        let committed = record.to_committed();
+        if self.config.unsynced {
+            self.graph_log.push(committed.clone());
+        }
+        match self.graph.commit(&committed) {
             None => Ok(()),
             Some(cycle) => Err(self.cycle_violation(&cycle, record)),
         }
@@ -115,6 +126,8 @@ impl TxnTarget {
         for record in std::mem::take(&mut self.dropped) {
             self.add_to_graph(world, &record)?;
         }
+        // Unsynced, what no sync covered goes back in flight, resolved below like any commit in flight.
+        self.rewind_unsynced();
         let last_sequence = self.live_db().last_sequence();
         if last_sequence < self.history.visible() && !world.damaged() {
             return Err(Violation::new(
@@ -125,11 +138,22 @@ impl TxnTarget {
             ));
         }
         self.record_file_keys();
-        let Some(verdicts) = self.read_in_flight(world)? else { return Ok(self.interrupted()) };
+        let verdicts = if self.config.unsynced {
+            self.resolve_unsynced(world, last_sequence)?
+        } else {
+            self.read_in_flight(world)?
+        };
+        let Some(verdicts) = verdicts else { return Ok(self.interrupted()) };
         let (present, absent) = self.settle_in_flight(world, &verdicts, last_sequence)?;
+        if self.config.unsynced {
+            // The manifest's last sequence may count commits whose unsynced records the crash took (ADR-0205).
+            self.history.skip_to(last_sequence);
+        }
         if !self.verify_all(world, "durability")? {
             return Ok(self.interrupted());
         }
+        // The open wrote what it recovered as a table under a new manifest: durable.
+        self.durable();
         self.in_service = true;
         Ok(Observation::Recovered { last_sequence, present, absent })
     }
@@ -233,10 +257,15 @@ impl TxnTarget {
             ));
         }
         let (mut present_count, mut absent_count) = (0, 0);
+        let mut lost: BTreeSet<TxnId> = BTreeSet::new();
         for (submission, &verdict) in std::mem::take(&mut self.pending).iter().zip(verdicts) {
             if verdict == Verdict::Absent {
                 absent_count += 1;
-                self.count("txn.in_flight_absent");
+                if self.in_graph.remove(&submission.record.id) {
+                    lost.insert(submission.record.id);
+                } else {
+                    self.count("txn.in_flight_absent");
+                }
                 continue;
             }
             present_count += 1;
@@ -251,6 +280,7 @@ impl TxnTarget {
             }
             self.commit_visible(world, submission)?;
         }
+        self.forget_lost(&lost);
         self.next_sequence = recovered_last + 1;
         Ok((present_count, absent_count))
     }
