@@ -2,10 +2,12 @@
 //! rendered keys whose byte order is numeric order, value signatures, a seeded key-value workload shape, the
 //! tuning knobs of an LSM tree as data ([`LsmTuning`]), weights drawn on or off ([`weight_or_off`]), "smaller
 //! numbers" for shrinking, the per-key damage rule ([`DamageExcuses`], ADR-0101), and the per-key model of
-//! acknowledged and in-flight writes a store is judged against ([`KeyModel`]).
+//! acknowledged and in-flight writes a store is judged against ([`KeyModel`]), and which prefixes of the commits
+//! acknowledged since a sync give what a crash kept ([`fit_prefixes`]).
 
 mod damage;
 mod key_model;
+mod prefix;
 
 use env::DeterministicRng;
 use env::random::{hash_words, mix64};
@@ -13,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 pub use self::damage::{DamageExcuses, FILES_REMEMBERED_MAX, KEYS_CLEARED_MAX};
 pub use self::key_model::{IN_FLIGHT_PER_KEY_MAX, KeyModel};
+pub use self::prefix::{KeyWrite, PrefixFit, fit_prefixes, mismatched_after};
 
 /// A value, as a schedule step carries it: the bytes are a pure function of `(id, len)` ([`value_bytes`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

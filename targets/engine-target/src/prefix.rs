@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use holdfast::kit::Sig;
+use holdfast::kit::{Sig, fit_prefixes, mismatched_after};
 
 /// The most commits a journal holds between two durable points (a leak is a bug).
 pub const JOURNAL_COMMITS_MAX: usize = 1 << 20;
@@ -13,7 +13,7 @@ pub const JOURNAL_COMMITS_MAX: usize = 1 << 20;
 const REPORTED_KEYS_MAX: usize = 5;
 
 /// One acknowledged commit: the keys it wrote and their new values (None: a delete).
-pub type Commit = Vec<(u32, Option<Sig>)>;
+pub type Commit = Vec<holdfast::kit::KeyWrite>;
 
 /// The commits acknowledged since the last durable point.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -73,55 +73,22 @@ impl PrefixCheck {
     }
 
     /// The length of the shortest prefix of the journal's commits that gives every read key the value read (keys
-    /// not read, or uncertain, are not compared). Pure. Err: no prefix does; the prefix with the fewest mismatched
-    /// keys, those keys (at most [`REPORTED_KEYS_MAX`]) and how many commits there were.
+    /// not read, or uncertain, are not compared): `holdfast::kit::fit_prefixes`. Err: no prefix does; the closest
+    /// prefix, the keys it gets wrong (at most [`REPORTED_KEYS_MAX`]) and how many commits there were.
     pub fn shortest_prefix(&self) -> Result<usize, Mismatch> {
-        let compared: BTreeMap<u32, Option<Sig>> = (self.journal.base.iter())
-            .filter(|(key, _)| !self.journal.uncertain.contains(key))
-            .filter_map(|(&key, _)| self.recovered.get(&key).map(|&value| (key, value)))
+        let compared: BTreeMap<u32, Option<Sig>> = (self.recovered.iter())
+            .filter(|(key, _)| self.journal.base.contains_key(key) && !self.journal.uncertain.contains(key))
+            .map(|(&key, &value)| (key, value))
             .collect();
-        let mut current: BTreeMap<u32, Option<Sig>> =
-            compared.keys().map(|&key| (key, self.journal.base[&key])).collect();
-        let mut mismatched = compared.iter().filter(|&(key, value)| current[key] != *value).count();
-        let mut best = (mismatched, 0);
-        if mismatched == 0 {
-            return Ok(0);
+        let base = |key| self.journal.base[&key];
+        let commits = || self.journal.commits.iter().map(|commit| commit.iter().copied());
+        let fit = fit_prefixes(&compared, base, commits());
+        if let Some(&shortest) = fit.fits.first() {
+            return Ok(shortest);
         }
-        for (index, commit) in self.journal.commits.iter().enumerate() {
-            for &(key, value) in commit {
-                let Some(&read) = compared.get(&key) else { continue };
-                let was = current.insert(key, value).expect("a compared key has a current value");
-                match (was == read, value == read) {
-                    (true, false) => mismatched += 1,
-                    (false, true) => mismatched -= 1,
-                    _ => {}
-                }
-            }
-            if mismatched == 0 {
-                return Ok(index + 1);
-            }
-            best = best.min((mismatched, index + 1));
-        }
-        Err(Mismatch {
-            prefix: best.1,
-            keys: self.mismatched_at(best.1, &compared),
-            commits: self.journal.commits.len(),
-        })
-    }
-
-    /// The compared keys whose value after the first `prefix` commits is not the one read.
-    fn mismatched_at(&self, prefix: usize, compared: &BTreeMap<u32, Option<Sig>>) -> Vec<u32> {
-        let mut current: BTreeMap<u32, Option<Sig>> =
-            compared.keys().map(|&key| (key, self.journal.base[&key])).collect();
-        for commit in &self.journal.commits[..prefix] {
-            for &(key, value) in commit {
-                if let Some(slot) = current.get_mut(&key) {
-                    *slot = value;
-                }
-            }
-        }
-        let wrong = compared.iter().filter(|&(key, value)| current[key] != *value).map(|(&key, _)| key);
-        wrong.take(REPORTED_KEYS_MAX).collect()
+        let mut keys = mismatched_after(&compared, base, commits(), fit.closest);
+        keys.truncate(REPORTED_KEYS_MAX);
+        Err(Mismatch { prefix: fit.closest, keys, commits: self.journal.commits.len() })
     }
 }
 

@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use holdfast::kit::{Sig, key_bytes, sig_of};
+use holdfast::kit::{KeyWrite, Sig, fit_prefixes, key_bytes, mismatched_after, sig_of};
 use holdfast::{FailureKind, Violation, World};
 
 use crate::TxnTarget;
@@ -91,27 +91,12 @@ impl TxnTarget {
 
     /// Every prefix length of `pending` whose writes over the history give each key its value in `read`.
     fn fitting_prefixes(&self, read: &BTreeMap<u32, Option<Sig>>) -> Vec<usize> {
-        let mut current: BTreeMap<u32, Option<Sig>> =
-            read.keys().map(|&key| (key, self.history.latest_value(key))).collect();
-        let mut mismatched = read.iter().filter(|&(key, value)| current[key] != *value).count();
-        let mut fits = Vec::new();
-        if mismatched == 0 {
-            fits.push(0);
-        }
-        for (index, submission) in self.pending.iter().enumerate() {
-            for (&key, &value) in &submission.record.writes {
-                let was = current.insert(key, value).expect("every written key was read");
-                match (was == read[&key], value == read[&key]) {
-                    (true, false) => mismatched += 1,
-                    (false, true) => mismatched -= 1,
-                    _ => {}
-                }
-            }
-            if mismatched == 0 {
-                fits.push(index + 1);
-            }
-        }
-        fits
+        fit_prefixes(read, |key| self.history.latest_value(key), self.pending_writes()).fits
+    }
+
+    /// Each commit in flight's writes, in sequence order.
+    fn pending_writes(&self) -> impl Iterator<Item = impl Iterator<Item = KeyWrite> + '_> + '_ {
+        self.pending.iter().map(|submission| submission.record.writes.iter().map(|(&key, &value)| (key, value)))
     }
 
     /// No prefix of the commits in flight gives what was read: a value none of them or the history wrote, or a
@@ -132,15 +117,9 @@ impl TxnTarget {
                 format!("k{key:06} = {}", self.history.describe(value)),
             );
         }
-        let mut current: BTreeMap<u32, Option<Sig>> =
-            read.keys().map(|&key| (key, self.history.latest_value(key))).collect();
-        for submission in &self.pending[..bound] {
-            current.extend(submission.record.writes.iter().map(|(&key, &value)| (key, value)));
-        }
-        let wrong: Vec<String> = (read.iter())
-            .filter(|&(key, value)| current[key] != *value)
-            .take(REPORTED_KEYS_MAX)
-            .map(|(&key, &value)| format!("k{key:06} = {}", self.history.describe(value)))
+        let wrong = mismatched_after(read, |key| self.history.latest_value(key), self.pending_writes(), bound);
+        let wrong: Vec<String> = (wrong.into_iter().take(REPORTED_KEYS_MAX))
+            .map(|key| format!("k{key:06} = {}", self.history.describe(read[&key])))
             .collect();
         let ids: Vec<String> = self.pending.iter().map(|s| format!("T{}", s.record.id)).collect();
         Violation::new(
