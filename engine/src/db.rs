@@ -210,6 +210,7 @@ impl<E: Env> Db<E> {
     /// is closed without a seal; in `SyncMode::NoSync`, when it had acknowledged writes the log had not synced,
     /// the close (complete all the same) returns that failure: those writes may be lost (ADR-0203).
     pub fn close(&self) -> Result<()> {
+        let mut sealed = Ok(());
         for _ in 0..CLOSE_WAITS_MAX {
             let handles: Vec<TaskHandle> = {
                 let mut state = self.inner.state();
@@ -220,7 +221,11 @@ impl<E: Env> Db<E> {
                 let handles: Vec<TaskHandle> = state.batches.live_handles().chain(jobs).cloned().collect();
                 if handles.is_empty() {
                     // No task is left, and none can start: every path that spawns one checks `closed` first.
-                    self.seal_and_close(&mut state)?;
+                    sealed = self.seal_and_close(&mut state);
+                    if sealed.is_err() && !self.inner.closed.is_set() {
+                        // The seal failed: not closed, the caller may retry.
+                        return sealed;
+                    }
                     break;
                 }
                 handles
@@ -234,7 +239,8 @@ impl<E: Env> Db<E> {
             return Err(Error::Closed { reason: format!("background work still ran after {CLOSE_WAITS_MAX} waits") });
         }
         drop(self.inner.lock.lock().expect("lock slot poisoned").take());
-        Ok(())
+        // Closed either way; an error says acknowledged writes were not synced (ADR-0203).
+        sealed
     }
 
     fn seal_and_close(&self, state: &mut State<E>) -> Result<()> {
@@ -250,7 +256,16 @@ impl<E: Env> Db<E> {
             crate::commit::acknowledge_all(&self.inner, state)?;
         } else if self.inner.options.sync_mode == SyncMode::NoSync && state.wal.synced_offset() < state.wal.end_offset()
         {
-            unsynced_lost = self.inner.check_writable().err();
+            unsynced_lost = self.inner.poison_error().map(|error| match error {
+                // A crash cut the earlier failure: say so, the caller must drop this instance.
+                error if error.is_crash() => error,
+                error => Error::Closed {
+                    reason: format!(
+                        "the writes acknowledged since the last sync were not synced and may be lost: an earlier \
+                         failure poisoned the database: {error}"
+                    ),
+                },
+            });
         }
         self.inner.closed.set();
         self.inner.empty_read_cells();

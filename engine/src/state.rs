@@ -549,6 +549,14 @@ impl<E: Env> Inner<E> {
         Ok(())
     }
 
+    /// The failure that poisoned the database, if one did.
+    pub(crate) fn poison_error(&self) -> Option<Error> {
+        if !self.is_poisoned() {
+            return None;
+        }
+        self.poisoned.lock().expect("poison slot poisoned by a panic").clone()
+    }
+
     pub(crate) fn check_writable(&self) -> Result<()> {
         self.check_open()?;
         if !self.is_poisoned() {
