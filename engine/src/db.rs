@@ -208,7 +208,8 @@ impl<E: Env> Db<E> {
     /// task of this database runs after it returns, and every later call fails with `Error::Closed`, on this
     /// handle and on the transactions and scan iterators opened before. A database an earlier failure poisoned
     /// is closed without a seal; in `SyncMode::NoSync`, when it had acknowledged writes the log had not synced,
-    /// the close (complete all the same) returns that failure: those writes may be lost (ADR-0203).
+    /// the close (complete all the same, its lock released) returns `Error::Closed` naming the failure that
+    /// poisoned it, or that failure itself when it was a crash: those writes may be lost (ADR-0203).
     pub fn close(&self) -> Result<()> {
         let mut sealed = Ok(());
         for _ in 0..CLOSE_WAITS_MAX {
