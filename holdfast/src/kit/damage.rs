@@ -72,8 +72,9 @@ pub struct DamageExcuses {
 impl DamageExcuses {
     /// Add that the live file `path` holds keys from `min_key` to `max_key` (rendered keys; one that does not
     /// parse widens the range to the end of the key space). Call it for every live file after every step that
-    /// can change the files and after every recovery, so a file's range covers every key it held at a step
-    /// boundary.
+    /// can change the files, after every recovery, and before the system is dropped, so a file's range covers
+    /// every key it held at a step boundary or before a recovery could delete it (a log segment written, damaged
+    /// and deleted within one step, ADR-0206).
     pub fn record(&mut self, path: &Path, min_key: &[u8], max_key: &[u8]) {
         let low = parse_key(min_key).unwrap_or(0);
         let high = parse_key(max_key).unwrap_or(u32::MAX);

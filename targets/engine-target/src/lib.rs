@@ -291,6 +291,9 @@ impl Target for EngineTarget {
     }
 
     fn drop_system(&mut self) {
+        // The files it holds now, before a recovery may delete them: a log segment written and damaged within
+        // this step is seen holding its keys only here (ADR-0206).
+        self.record_file_keys();
         // After a clean close nothing is left to undo; after a crash, an unsynced write may be gone.
         self.model.crash();
         self.readers.clear();
