@@ -126,7 +126,12 @@ impl Model {
 
     /// A write of `value` (None: delete) to `key` was acknowledged.
     pub fn ack(&mut self, key: u32, value: Option<Sig>) {
-        self.ack_commit(vec![(key, value)]);
+        if self.unsynced_mode {
+            self.ack_commit(vec![(key, value)]);
+        } else {
+            // Synced, nothing is journaled: no commit to build.
+            self.ack_write(key, value);
+        }
     }
 
     /// One commit of several writes was acknowledged: unsynced, a crash keeps all of them or none (ADR-0204).
