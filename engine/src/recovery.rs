@@ -255,24 +255,47 @@ fn check_segment_end<E: Env>(env: &E, path: &Path, file: &E::File, scan: &WalSca
     }
 }
 
-/// Read and scan a segment; a damaged-looking one is read again (up to [`SEGMENT_READS_MAX`]) in case a read
-/// returned a flipped bit.
+/// Read and scan a segment. A damaged-looking one is believed only when a second read returns the same bytes
+/// (ADR-0207): a read may return transiently flipped bits, two flips can scan alike, and believing a torn tail
+/// truncates the segment. Up to [`SEGMENT_READS_MAX`] reads; if no two in a row agree, `Error::Corruption` and
+/// the segment is left as it is.
 fn read_segment<E: Env>(env: &E, path: &Path) -> Result<(crate::wal::WalScan, E::File)> {
     let file = env.open(path, OpenOptions::read_write())?;
-    let mut scan = decode_segment(&file.read_all()?);
+    let mut bytes = file.read_all()?;
+    let mut scan = decode_segment(&bytes);
     for _ in 1..SEGMENT_READS_MAX {
         if scan.end == WalEnd::Clean {
-            break;
+            return Ok((scan, file));
         }
-        let again = decode_segment(&file.read_all()?);
-        if again == scan {
-            break;
+        let again = file.read_all()?;
+        if again == bytes {
+            // The same bytes twice: the damage is on the disk, not in a read.
+            return Ok((scan, file));
         }
         // A read returned different bytes: a transient flip, caught by reading again.
         env::probe!(env, "recovery.segment_reread_differed");
-        scan = again;
+        scan = decode_segment(&again);
+        bytes = again;
     }
-    Ok((scan, file))
+    match damage_offset(&scan.end) {
+        None => Ok((scan, file)),
+        Some(offset) => Err(Error::Corruption {
+            file: path.to_path_buf(),
+            offset,
+            reason: format!(
+                "the log segment looks damaged at offset {offset} but read differently each of {SEGMENT_READS_MAX} \
+                 times: left as it is (an unreliable read is no proof of damage)"
+            ),
+        }),
+    }
+}
+
+/// Where a scan found damage; `None` for a clean one.
+fn damage_offset(end: &WalEnd) -> Option<u64> {
+    match end {
+        WalEnd::Clean => None,
+        WalEnd::TornTail { offset } | WalEnd::Corrupt { offset, .. } => Some(*offset),
+    }
 }
 
 /// Install the recovered state (step 5). A failure leaves no file of its own behind (ADR-seeds-perf): the new log
@@ -352,4 +375,42 @@ fn remove_orphans<E: Env>(inner: &Arc<Inner<E>>, listing: &Listing) -> Result<()
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use env::{FaultConfig, SimEnv};
+
+    use super::*;
+    use crate::ValueKind;
+    use crate::wal::{Batch, BatchWrite, RecordKind, encode_batch, encode_record};
+
+    /// ADR-0207: reads that flip a different bit each time never agree, so the segment is neither believed
+    /// damaged nor truncated; once reads are reliable it replays; real damage (the same bytes twice) is believed.
+    #[test]
+    fn a_segment_read_differently_each_time_is_not_truncated() {
+        let env = SimEnv::new(7);
+        let path = Path::new("/db/wal-000001.log");
+        env.create_dir_all(Path::new("/db")).expect("dir");
+        let writes = vec![BatchWrite { kind: ValueKind::Put, key: b"k".to_vec(), value: b"v".to_vec() }];
+        let record = encode_record(RecordKind::Batch, &encode_batch(&Batch { first_sequence: 1, writes }), 0);
+        let file = env.open(path, OpenOptions::create_new()).expect("create");
+        file.write_all_at(0, &record).expect("write");
+        file.sync().expect("sync");
+        env.set_fault_config(FaultConfig { read_corruption_ppm: 1_000_000, ..FaultConfig::none() });
+        let error = read_segment(&env, path).map(|(scan, _)| scan).expect_err("no two reads agree");
+        let named = matches!(&error, Error::Corruption { file, reason, .. }
+            if file == path && reason.contains("read differently each of 3 times"));
+        assert!(named, "a corruption naming the segment: {error:?}");
+        env.set_fault_config(FaultConfig::none());
+        let bytes = env.open(path, OpenOptions::read()).expect("open").read_all().expect("read");
+        assert_eq!(bytes, record, "the segment keeps its bytes");
+        let (scan, _) = read_segment(&env, path).expect("reliable reads");
+        assert_eq!((scan.records.len(), scan.end), (1, WalEnd::Clean), "the record replays");
+        // A torn tail on the disk reads the same twice: believed.
+        file.write_all_at(record.len() as u64, &[0xee; 7]).expect("append garbage");
+        let (scan, _) = read_segment(&env, path).expect("a torn tail is no error");
+        assert_eq!(scan.end, WalEnd::TornTail { offset: record.len() as u64 });
+        assert_eq!(scan.records.len(), 1);
+    }
 }
