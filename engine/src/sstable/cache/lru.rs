@@ -1,8 +1,11 @@
-//! One shard of the block cache: an exact LRU whose hit and insert are O(1) (ADR-0090).
+//! One shard of the block cache: a second-chance LRU (CLOCK) whose hit and insert are O(1) (ADR-0090, ADR-0208).
 //!
-//! The blocks live in a slab of [`Node`]s linked into a doubly-linked recency list by slot index (head = most
-//! recently used, tail = next to evict); freed slots form a free list threaded through `next`, so a steady cache
-//! allocates nothing after warm-up. A map from key to slot finds a block: `env::DeterministicHashMap` (a fixed
+//! The blocks live in a slab of [`Node`]s linked into a doubly-linked list by slot index (head = inserted or given
+//! a second chance most recently, tail = next to consider for eviction); freed slots form a free list threaded
+//! through `next`, so a steady cache allocates nothing after warm-up. A hit only marks its block referenced (a
+//! write only when the mark was not set): it never relinks, so the hottest blocks, hit from every core, are not
+//! written on every read (relinking moved the list's head between cores on every hit). Eviction takes the tail; a
+//! referenced tail loses its mark and goes to the head instead (its second chance). A map from key to slot finds a block: `env::DeterministicHashMap` (a fixed
 //! hasher, no process-seeded state) over a mix of the key computed once, outside the lock, by [`CacheKey::new`]
 //! (the same SplitMix64 finalizer that picks the shard). Nothing iterates the map: eviction order is the list's
 //! order, a pure function of the sequence of calls.
@@ -75,16 +78,18 @@ struct Node {
     charge_bytes: usize,
     prev: Slot,
     next: Slot,
+    /// Hit since it was inserted or last given its second chance.
+    referenced: bool,
 }
 
-/// One shard: an exact LRU over `capacity_bytes` of block charge.
+/// One shard: a second-chance LRU over `capacity_bytes` of block charge.
 #[derive(Debug)]
 pub(super) struct LruShard {
     nodes: Vec<Node>,
     slots: SlotMap,
-    /// Most recently used.
+    /// Inserted or given a second chance most recently.
     head: Slot,
-    /// Least recently used: the next to evict.
+    /// The next to consider for eviction.
     tail: Slot,
     /// The first free slot.
     free: Slot,
@@ -136,35 +141,46 @@ impl LruShard {
         self.slots.len()
     }
 
-    /// The block under `key`, made most recently used; counts a hit or a miss. One map lookup, no allocation.
+    /// The block under `key`, marked referenced; counts a hit or a miss. One map lookup, no allocation, no relink.
     pub(super) fn get(&mut self, key: &CacheKey) -> Option<Arc<Block>> {
         let Some(&slot) = self.slots.get(key) else {
             self.misses += 1;
             return None;
         };
         self.hits += 1;
-        if self.head != slot {
-            self.unlink(slot);
-            self.push_front(slot);
+        if !self.node(slot).referenced {
+            self.node_mut(slot).referenced = true;
         }
         Some(Arc::clone(self.node(slot).block.as_ref().expect("a mapped slot holds a block")))
     }
 
-    /// Cache `block` under `key` as most recently used, charged `charge_bytes` (at most the capacity). Returns
-    /// what it displaced: the block it replaced under `key` if any, then the evicted blocks, least recent first.
+    /// Cache `block` under `key` at the head, charged `charge_bytes` (at most the capacity). Returns what it
+    /// displaced: the block it replaced under `key` if any, then the evicted blocks, in eviction order.
     pub(super) fn insert(&mut self, key: CacheKey, block: Arc<Block>, charge_bytes: usize) -> Displaced {
         assert!(charge_bytes <= self.capacity_bytes, "the caller admits only blocks within the shard's capacity");
         let mut displaced = Displaced::new();
         if let Some(&slot) = self.slots.get(&key) {
             displaced.push(self.remove_slot(slot));
         }
-        let cached_count = self.slots.len();
+        // Each block is passed over at most once (its mark cleared) before it is evicted.
+        let (cached_count, mut considered, considered_max) = (self.slots.len(), 0usize, 2 * self.slots.len() + 1);
         while self.size_bytes + charge_bytes > self.capacity_bytes || self.slots.len() >= SHARD_BLOCKS_MAX {
-            assert!(self.tail != NIL, "a shard over its budget holds blocks");
-            displaced.push(self.remove_slot(self.tail));
+            let tail = self.tail;
+            assert!(tail != NIL, "a shard over its budget holds blocks");
+            considered += 1;
+            assert!(considered <= considered_max, "eviction passed over more blocks than were cached, twice");
+            if self.node(tail).referenced {
+                // Its second chance: unmarked, to the head.
+                self.node_mut(tail).referenced = false;
+                self.unlink(tail);
+                self.push_front(tail);
+                continue;
+            }
+            displaced.push(self.remove_slot(tail));
             assert!(displaced.len() <= cached_count + 1, "evicted more blocks than were cached");
         }
-        let slot = self.allocate(Node { key, block: Some(block), charge_bytes, prev: NIL, next: NIL });
+        let node = Node { key, block: Some(block), charge_bytes, prev: NIL, next: NIL, referenced: false };
+        let slot = self.allocate(node);
         self.push_front(slot);
         let previous = self.slots.insert(key, slot);
         assert!(previous.is_none(), "the key was removed before the insert");
@@ -191,7 +207,7 @@ impl LruShard {
         displaced
     }
 
-    /// The cached keys, most recently used first (tests compare it with a model).
+    /// The cached keys, head first (tests compare it with a model).
     #[cfg(test)]
     pub(super) fn keys_by_recency(&self) -> Vec<(u64, u64)> {
         let mut keys = Vec::new();
@@ -202,6 +218,19 @@ impl LruShard {
             slot = self.node(slot).next;
         }
         keys
+    }
+
+    /// Each cached block's referenced mark, head first (tests compare it with a model).
+    #[cfg(test)]
+    pub(super) fn marks_by_recency(&self) -> Vec<bool> {
+        let mut marks = Vec::new();
+        let mut slot = self.head;
+        while slot != NIL {
+            assert!(marks.len() < self.slots.len(), "the recency list is longer than the map");
+            marks.push(self.node(slot).referenced);
+            slot = self.node(slot).next;
+        }
+        marks
     }
 
     /// How many slots the slab has, free or not.

@@ -1,13 +1,14 @@
 //! A block cache shared by every open table: decoded blocks keyed by (file number, block offset), bounded by
-//! their total charge in bytes, evicting the least recently used first.
+//! their total charge in bytes, evicting by second chance (CLOCK): the oldest block not hit since it was inserted
+//! or last passed over goes first (ADR-0208). A hit writes nothing but a block's first mark.
 //!
-//! Eviction order is a pure function of the sequence of calls: recency is a position in a linked list, never a
-//! clock, and the key-to-slot map has a fixed hasher and is never iterated.
+//! Eviction order is a pure function of the sequence of calls: order is a position in a linked list plus one mark
+//! per block, never a wall clock, and the key-to-slot map has a fixed hasher and is never iterated.
 //!
-//! A cache of at least two [`SHARD_BYTES_MIN`] is split into shards (at most [`SHARDS_MAX`]), each an LRU of its
-//! own over an equal share of the capacity, chosen by a fixed mix of the key: concurrent readers of different
-//! blocks do not queue on one lock (ADR-0088). A smaller cache is one exact LRU. Each shard ([`lru`]) hits and
-//! inserts in O(1): one hash lookup and a relink (ADR-0090).
+//! A cache of at least two [`SHARD_BYTES_MIN`] is split into shards (at most [`SHARDS_MAX`]), each a second-chance
+//! cache of its own over an equal share of the capacity, chosen by a fixed mix of the key: concurrent readers of
+//! different blocks do not queue on one lock (ADR-0088). A smaller cache is one shard. Each shard ([`lru`]) hits and
+//! inserts in O(1) amortized: one hash lookup, and a mark on a hit (ADR-0090, ADR-0208).
 
 mod lru;
 #[cfg(test)]
@@ -23,7 +24,7 @@ pub const SHARDS_MAX: usize = 16;
 /// The least capacity a shard gets: a smaller cache has fewer shards, down to one.
 pub const SHARD_BYTES_MIN: usize = 1 << 20;
 
-/// A bounded LRU cache of decoded blocks, sharded by key. `Send + Sync`: one `Mutex` per shard.
+/// A bounded second-chance cache of decoded blocks, sharded by key. `Send + Sync`: one `Mutex` per shard.
 #[derive(Debug)]
 pub struct BlockCache {
     capacity_bytes: usize,
@@ -98,13 +99,13 @@ impl BlockCache {
         self.total(|shard| shard.block_count() as u64) as usize
     }
 
-    /// The cached block at (file, offset), marking it most recently used. Counts a hit or a miss.
+    /// The cached block at (file, offset), marking it referenced. Counts a hit or a miss.
     pub fn get(&self, file_number: u64, block_offset: u64) -> Option<Arc<Block>> {
         let key = CacheKey::new(file_number, block_offset);
         self.lock(&key).get(&key)
     }
 
-    /// Cache a block, evicting least recently used blocks to make room. A block larger than a shard's capacity
+    /// Cache a block, evicting blocks not hit since their insert or second chance to make room. A block larger than a shard's capacity
     /// is not cached. The blocks it pushes out are dropped after the shard's lock is released.
     pub fn insert(&self, file_number: u64, block_offset: u64, block: Arc<Block>) {
         let charge_bytes = block.charge_bytes();

@@ -162,13 +162,15 @@ fn amortized_walks_are_few_and_still_find_a_broken_list() {
     assert!((1..=65).contains(&changes), "found {changes} changes after the damage");
 }
 
-/// The reference: an exact LRU as a `Vec` of (key, charge, block id), most recently used first.
+/// The reference: a second-chance LRU (ADR-0208) as a `Vec` of (key, charge, block id, referenced), head first.
 #[derive(Debug, Default)]
 struct ModelLru {
     capacity_bytes: usize,
-    entries: Vec<((u64, u64), usize, usize)>,
+    entries: Vec<((u64, u64), usize, usize, bool)>,
     hits: u64,
     misses: u64,
+    /// Tail entries passed over for their mark (the model comparison checks that it reaches some).
+    second_chances: u64,
 }
 
 impl ModelLru {
@@ -178,21 +180,27 @@ impl ModelLru {
             return None;
         };
         self.hits += 1;
-        let entry = self.entries.remove(index);
-        self.entries.insert(0, entry);
-        Some(entry.2)
+        self.entries[index].3 = true;
+        Some(self.entries[index].2)
     }
 
-    /// The replaced entry (if any), then the evicted ones, least recent first.
+    /// The replaced entry (if any), then the evicted ones, in eviction order.
     fn insert(&mut self, key: (u64, u64), charge_bytes: usize, block_id: usize) -> Vec<(u64, u64)> {
         let mut displaced = Vec::new();
         if let Some(index) = self.entries.iter().position(|entry| entry.0 == key) {
             displaced.push(self.entries.remove(index).0);
         }
         while self.entries.iter().map(|entry| entry.1).sum::<usize>() + charge_bytes > self.capacity_bytes {
-            displaced.push(self.entries.pop().expect("over budget means non-empty").0);
+            let mut tail = self.entries.pop().expect("over budget means non-empty");
+            if tail.3 {
+                tail.3 = false;
+                self.entries.insert(0, tail);
+                self.second_chances += 1;
+                continue;
+            }
+            displaced.push(tail.0);
         }
-        self.entries.insert(0, (key, charge_bytes, block_id));
+        self.entries.insert(0, (key, charge_bytes, block_id, false));
         displaced
     }
 
@@ -207,38 +215,86 @@ fn keys_of(displaced: &[(CacheKey, Arc<Block>)]) -> Vec<(u64, u64)> {
     displaced.iter().map(|(key, _)| (key.file_number, key.block_offset)).collect()
 }
 
+/// One operation: (kind, file number, block index, block id, charge seed), as the proptest draws them.
+type Operation = (u8, u64, u64, usize, usize);
+
+/// Run `operations` on a shard and on the model: the same answers (which block, or none), the same hits and misses,
+/// the same displaced keys in the same order, and the same contents, order and marks after every call. Returns how
+/// many second chances the model gave.
+fn run_against_model(capacity_bytes: usize, operations: &[Operation]) -> Result<u64, TestCaseError> {
+    let blocks: Vec<Arc<Block>> = (0..4).map(block).collect();
+    let mut shard = LruShard::new(capacity_bytes);
+    let mut model = ModelLru { capacity_bytes, ..ModelLru::default() };
+    for &(kind, file_number, block_index, block_id, charge_seed) in operations {
+        let key = (file_number, block_index * 4096);
+        let cache_key = CacheKey::new(key.0, key.1);
+        match kind {
+            0..=4 => {
+                let found = shard.get(&cache_key).map(|got| blocks.iter().position(|b| Arc::ptr_eq(b, &got)));
+                prop_assert_eq!(found, model.get(key).map(Some));
+            }
+            5..=8 => {
+                // Half the inserts small, so the shard holds several blocks to pass over.
+                let charge_max = if charge_seed % 2 == 0 { capacity_bytes / 16 } else { capacity_bytes };
+                let charge_bytes = charge_seed % (charge_max + 1);
+                let displaced = shard.insert(cache_key, Arc::clone(&blocks[block_id]), charge_bytes);
+                prop_assert_eq!(keys_of(&displaced), model.insert(key, charge_bytes, block_id));
+            }
+            _ => prop_assert_eq!(keys_of(&shard.evict_file(file_number)), model.evict_file(file_number)),
+        }
+        let model_keys: Vec<(u64, u64)> = model.entries.iter().map(|entry| entry.0).collect();
+        prop_assert_eq!(shard.keys_by_recency(), model_keys);
+        prop_assert_eq!(shard.marks_by_recency(), model.entries.iter().map(|entry| entry.3).collect::<Vec<_>>());
+        prop_assert_eq!((shard.hits, shard.misses), (model.hits, model.misses));
+        prop_assert_eq!(shard.size_bytes(), model.entries.iter().map(|entry| entry.1).sum::<usize>());
+    }
+    Ok(model.second_chances)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
-    /// Random gets, inserts (of new and present keys, with any charge up to the capacity) and file evictions give
-    /// the shard and the model the same answers (which block, or none), the same hits and misses, the same
-    /// displaced keys in the same order, and the same contents in the same recency order after every call.
+    /// Random gets, inserts (of new and present keys, with any charge up to the capacity) and file evictions: the
+    /// shard behaves as the model ([`run_against_model`]).
     #[test]
     fn a_shard_behaves_as_the_model_lru(
         capacity_bytes in 0usize..2000,
         operations in proptest::collection::vec((0u8..10, 0u64..3, 0u64..8, 0usize..4, any::<usize>()), 1..200),
     ) {
-        let blocks: Vec<Arc<Block>> = (0..4).map(block).collect();
-        let mut shard = LruShard::new(capacity_bytes);
-        let mut model = ModelLru { capacity_bytes, ..ModelLru::default() };
-        for (kind, file_number, block_index, block_id, charge_seed) in operations {
-            let key = (file_number, block_index * 4096);
-            let cache_key = CacheKey::new(key.0, key.1);
-            match kind {
-                0..=4 => {
-                    let found = shard.get(&cache_key).map(|got| blocks.iter().position(|b| Arc::ptr_eq(b, &got)));
-                    prop_assert_eq!(found, model.get(key).map(Some));
-                }
-                5..=8 => {
-                    let charge_bytes = charge_seed % (capacity_bytes + 1);
-                    let displaced = shard.insert(cache_key, Arc::clone(&blocks[block_id]), charge_bytes);
-                    prop_assert_eq!(keys_of(&displaced), model.insert(key, charge_bytes, block_id));
-                }
-                _ => prop_assert_eq!(keys_of(&shard.evict_file(file_number)), model.evict_file(file_number)),
-            }
-            let model_keys: Vec<(u64, u64)> = model.entries.iter().map(|entry| entry.0).collect();
-            prop_assert_eq!(shard.keys_by_recency(), model_keys);
-            prop_assert_eq!((shard.hits, shard.misses), (model.hits, model.misses));
-            prop_assert_eq!(shard.size_bytes(), model.entries.iter().map(|entry| entry.1).sum::<usize>());
-        }
+        run_against_model(capacity_bytes, &operations)?;
     }
+}
+
+/// The model comparison reaches second chances, not only plain evictions: one long fixed sequence of the
+/// proptest's kind of operations, drawn from a fixed seed.
+#[test]
+fn the_model_comparison_reaches_second_chances() {
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = |bound: u64| {
+        state = env::random::mix64(state.wrapping_add(1));
+        state % bound
+    };
+    let operations: Vec<Operation> =
+        (0..5_000).map(|_| (next(10) as u8, next(3), next(8), next(4) as usize, next(u64::MAX) as usize)).collect();
+    let second_chances = run_against_model(1_999, &operations).expect("the shard behaves as the model");
+    assert!(second_chances > 0, "no eviction passed over a referenced block");
+}
+
+/// ADR-0208: a hit never relinks; the eviction after it passes over the hit block (its mark cleared, to the head)
+/// and evicts the oldest block not hit since its insert.
+#[test]
+fn a_hit_block_gets_a_second_chance_and_a_hit_never_relinks() {
+    let block = block(10);
+    let charge = block.charge_bytes();
+    let mut shard = LruShard::new(charge * 3);
+    for offset in 0..3u64 {
+        assert!(shard.insert(CacheKey::new(1, offset), Arc::clone(&block), charge).is_empty());
+    }
+    assert_eq!(shard.keys_by_recency(), [(1, 2), (1, 1), (1, 0)]);
+    assert!(shard.get(&CacheKey::new(1, 0)).is_some());
+    assert_eq!(shard.keys_by_recency(), [(1, 2), (1, 1), (1, 0)], "a hit does not relink");
+    assert_eq!(shard.marks_by_recency(), [false, false, true]);
+    let displaced = shard.insert(CacheKey::new(1, 3), Arc::clone(&block), charge);
+    assert_eq!(keys_of(&displaced), [(1, 1)], "block 0 was hit: block 1 goes");
+    assert_eq!(shard.keys_by_recency(), [(1, 3), (1, 0), (1, 2)]);
+    assert_eq!(shard.marks_by_recency(), [false, false, false], "the second chance cleared the mark");
 }
