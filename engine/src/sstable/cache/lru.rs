@@ -5,10 +5,10 @@
 //! through `next`, so a steady cache allocates nothing after warm-up. A hit only marks its block referenced (a
 //! write only when the mark was not set): it never relinks, so the hottest blocks, hit from every core, are not
 //! written on every read (relinking moved the list's head between cores on every hit). Eviction takes the tail; a
-//! referenced tail loses its mark and goes to the head instead (its second chance). A map from key to slot finds a block: `env::DeterministicHashMap` (a fixed
-//! hasher, no process-seeded state) over a mix of the key computed once, outside the lock, by [`CacheKey::new`]
-//! (the same SplitMix64 finalizer that picks the shard). Nothing iterates the map: eviction order is the list's
-//! order, a pure function of the sequence of calls.
+//! referenced tail loses its mark and goes to the head instead (its second chance). A map from key to slot finds
+//! a block: `env::DeterministicHashMap` (a fixed hasher, no process-seeded state) over a mix of the key computed
+//! once, outside the lock, by [`CacheKey::new`] (the same SplitMix64 finalizer that picks the shard). Nothing
+//! iterates the map: eviction order is the list's order and the marks, a pure function of the sequence of calls.
 
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;

@@ -105,8 +105,9 @@ impl BlockCache {
         self.lock(&key).get(&key)
     }
 
-    /// Cache a block, evicting blocks not hit since their insert or second chance to make room. A block larger than a shard's capacity
-    /// is not cached. The blocks it pushes out are dropped after the shard's lock is released.
+    /// Cache a block, evicting blocks not hit since their insert or their second chance to make room. A block
+    /// larger than a shard's capacity is not cached. The blocks it pushes out are dropped after the shard's lock is
+    /// released.
     pub fn insert(&self, file_number: u64, block_offset: u64, block: Arc<Block>) {
         let charge_bytes = block.charge_bytes();
         if charge_bytes > self.shard_capacity_bytes || crate::canary::active("block-cache-never-inserts") {
