@@ -5,8 +5,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use engine::sstable::{
-    BlockCache, BlockCursor, Table, decode_block, decode_block_owned, decode_bloom, decode_footer, decode_index,
-    decode_learned_index, decode_meta, decode_table,
+    BlockCache, BlockCursor, Probing, Table, decode_block, decode_block_owned, decode_bloom, decode_footer,
+    decode_index, decode_learned_index, decode_meta, decode_table,
 };
 use engine::{Entry, Lookup, ValueKind};
 use env::{Env, File, OpenOptions, SimEnv};
@@ -46,8 +46,9 @@ fn check_blocks(data: &[u8], seal: bool) {
     if let Ok(index) = decode_index(&input(TAG_INDEX)) {
         assert!(!index.is_empty(), "an index decoded with no entries");
     }
-    if let Ok(bloom) = decode_bloom(&input(TAG_BLOOM)) {
-        assert_eq!(decode_bloom(&bloom.encode()).as_ref(), Ok(&bloom), "a bloom block does not round-trip");
+    for probing in [Probing::Double, Probing::Independent] {
+        let Ok(bloom) = decode_bloom(&input(TAG_BLOOM), probing) else { continue };
+        assert_eq!(decode_bloom(&bloom.encode(), probing).as_ref(), Ok(&bloom), "a bloom block does not round-trip");
         let _ = bloom.may_contain(data);
     }
     if let Ok(learned) = decode_learned_index(&input(TAG_LEARNED)) {

@@ -2,7 +2,7 @@
 
 use super::TableOptions;
 use super::block::BlockBuilder;
-use super::bloom::{BloomFilter, bloom_hash};
+use super::bloom::{BloomFilter, Probing, bloom_hash};
 use super::footer::{BlockHandle, FOOTER_SIZE_BYTES, FORMAT_VERSION, Footer, TableMeta};
 use super::index::{IndexEntry, encode_index};
 use super::learned::{KeyDomain, LearnedIndex};
@@ -157,7 +157,12 @@ impl TableBuilder {
         let mut handles = Vec::new();
         for block in [
             encode_index(&self.index),
-            BloomFilter::build(&self.key_hashes, self.options.bloom_bits_per_key).encode(),
+            BloomFilter::build(
+                &self.key_hashes,
+                self.options.bloom_bits_per_key,
+                Probing::for_format(self.format_version),
+            )
+            .encode(),
             learned.encode(),
             meta.encode(),
         ] {

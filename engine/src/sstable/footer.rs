@@ -16,9 +16,10 @@ use crate::{DecodeError, KEY_SIZE_BYTES_MAX, SEQUENCE_MAX, Sequence};
 pub const FOOTER_SIZE_BYTES: usize = 64;
 /// "HFSSTB01": identifies a holdfast table file.
 pub const TABLE_MAGIC: u64 = u64::from_be_bytes(*b"HFSSTB01");
-/// The format version this code writes. Version 2 fits the learned index on the keys' bytes after the table's
-/// shared prefix (ADR-0063); version 1 fitted it on the keys' first bytes.
-pub const FORMAT_VERSION: u32 = 2;
+/// The format version this code writes. Version 3 probes the Bloom filter with independent hashes (ADR-0209;
+/// versions 1 and 2 double-hash). Version 2 fits the learned index on the keys' bytes after the table's shared
+/// prefix (ADR-0063); version 1 fitted it on the keys' first bytes.
+pub const FORMAT_VERSION: u32 = 3;
 /// The oldest format version this code reads.
 pub const FORMAT_VERSION_MIN: u32 = 1;
 

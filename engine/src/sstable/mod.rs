@@ -13,13 +13,14 @@
 //!                   first_key (u32 size + bytes), first_sequence u64, last_key (u32 size + bytes), last_sequence u64
 //!                   | crc32 (tag 0x1D)
 //! bloom block       hash_count u8 | bit_count u32 | bits [bit_count / 8] | crc32 (tag 0xB1)
+//!                   probed with independent hashes (version 3) or by double hashing (versions 1, 2): bloom.rs
 //! learned block     epsilon u32 | position_count u32 | segment_count u32
 //!                   | per segment: start_key u64, start_position u32, slope f64 bits u64 | crc32 (tag 0x7E)
 //!                   start_key: the block's first user key after the prefix shared by min_user_key and
 //!                   max_user_key, first 8 bytes big-endian (version 1: no prefix skipped)
 //! meta block        entry_count u64 | data_block_count u32 | min_sequence u64 | max_sequence u64
 //!                   | min_user_key (u32 size + bytes) | max_user_key (u32 size + bytes) | crc32 (tag 0x3E)
-//! footer (64 bytes) (offset u64, size u32) for index, bloom, learned, meta | format_version u32 (2)
+//! footer (64 bytes) (offset u64, size u32) for index, bloom, learned, meta | format_version u32 (3)
 //!                   | magic u64 ("HFSSTB01") | crc32 (tag 0xF0)
 //! ```
 //!
@@ -56,7 +57,7 @@ mod table;
 mod tests;
 
 pub use block::{BLOCK_SIZE_BYTES_MAX, Block, BlockCursor, decode_block, decode_block_owned};
-pub use bloom::{BLOOM_BITS_PER_KEY_MAX, BloomFilter, decode_bloom, hash_count_for};
+pub use bloom::{BLOOM_BITS_PER_KEY_MAX, BloomFilter, Probing, decode_bloom, hash_count_for};
 pub use builder::TableBuilder;
 pub use cache::BlockCache;
 pub use footer::{

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 
 use super::READ_RETRIES_MAX;
 use super::block::{Block, BlockCursor, decode_block, decode_block_known};
-use super::bloom::{BloomFilter, decode_bloom};
+use super::bloom::{BloomFilter, Probing, decode_bloom};
 use super::cache::BlockCache;
 use super::codec::partition_point;
 use super::footer::{FOOTER_SIZE_BYTES, Footer, TableMeta, decode_footer, decode_meta};
@@ -76,7 +76,8 @@ fn decode_metadata(footer: Footer, region: &[u8]) -> Result<Metadata, DecodeErro
         &region[start..start + handle.size_bytes as usize]
     };
     let index = decode_index(slice(footer.index)).map_err(|error| error.at(footer.index.offset))?;
-    let bloom = decode_bloom(slice(footer.bloom)).map_err(|error| error.at(footer.bloom.offset))?;
+    let probing = Probing::for_format(footer.format_version);
+    let bloom = decode_bloom(slice(footer.bloom), probing).map_err(|error| error.at(footer.bloom.offset))?;
     let learned = decode_learned_index(slice(footer.learned)).map_err(|error| error.at(footer.learned.offset))?;
     let meta = decode_meta(slice(footer.meta)).map_err(|error| error.at(footer.meta.offset))?;
     let domain = KeyDomain::for_table(footer.format_version, &meta.min_user_key, &meta.max_user_key);

@@ -49,7 +49,9 @@ const BLOOM_PASSES_FREE: f64 = 5.0;
 
 /// The design false-positive rate of the engine's Bloom filter at `bits_per_key`: `(1 - e^(-k/b))^k` with its
 /// hash count `k` (`engine::sstable::hash_count_for`). A filter never has fewer bits than this assumes
-/// (it rounds up to at least 64), so its real rate is at most this, up to double hashing's small excess.
+/// (it rounds up to at least 64), and format 3 tables probe with `k` independent hashes, so its real rate is at
+/// most this, up to 1.5 times it in a 64-bit filter (ADR-0209; double hashing, formats 1 and 2, passed up to 21
+/// times it in small filters).
 pub fn bloom_false_positive_rate(bits_per_key: u32) -> f64 {
     let bits = f64::from(bits_per_key.max(1));
     let hashes = f64::from(engine::sstable::hash_count_for(bits_per_key.clamp(1, 64)));
