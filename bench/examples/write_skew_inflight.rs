@@ -44,7 +44,7 @@ fn main() {
     let (a, b) = (alice2.get(ALICE).expect("get"), alice2.get(BOB).expect("get"));
     println!(
         "alice retry: snapshot {} (bob's commit in flight: {}), reads alice={:?} bob={:?}",
-        alice2.snapshot(),
+        alice2.snapshot().expect("its reads took the snapshot"),
         pending > 0,
         a.as_deref().map(String::from_utf8_lossy),
         b.as_deref().map(String::from_utf8_lossy)

@@ -125,12 +125,14 @@ pub(crate) struct Submitted<E: Env> {
 }
 
 /// Step 1: validate `txn`'s writes, assign sequences, append the record, join the open batch (synced) or hand the
-/// writes to [`finish`] (unsynced). Under the writer lock.
+/// writes to [`finish`] (unsynced). Under the writer lock. `txn` is `None` for writes that read nothing (a blind
+/// write, a transaction that only wrote): they are tracked in this take, at a snapshot that includes every
+/// submitted commit (ADR-0210; no false write-write conflict), with nothing registered for compaction.
 pub(crate) fn submit<E: Env>(
     inner: &Arc<Inner<E>>,
     state: &mut State<E>,
     prepared: Prepared,
-    txn: TxnId,
+    txn: Option<TxnId>,
     snapshot: Option<Sequence>,
 ) -> Result<Submitted<E>> {
     let Prepared { writes, keys, mut payload, reads } = prepared;
@@ -138,6 +140,13 @@ pub(crate) fn submit<E: Env>(
     let last = first + writes.len() as u64 - 1;
     {
         let mut registry = inner.registry();
+        let txn = match txn {
+            Some(txn) => txn,
+            None => {
+                assert!(reads.is_empty() && snapshot.is_none(), "untracked writes read nothing");
+                track(inner, &mut registry, state.next_sequence - 1, false)?
+            }
+        };
         // ADR-0198: the reads still buffered are registered in this take, first (a conflict they close is reported
         // before a closed or poisoned database, as when ADR-0195 registered them before the writer lock), then the
         // writes are validated: as if registered just before, with no commit between.
@@ -223,7 +232,7 @@ pub(crate) fn commit_writes<E: Env>(
     inner: &Arc<Inner<E>>,
     mut state: crate::lock_meter::Metered<'_, State<E>, E>,
     prepared: Prepared,
-    txn: TxnId,
+    txn: Option<TxnId>,
     snapshot: Option<Sequence>,
 ) -> Result<CommitTicket> {
     let submitted = submit(inner, &mut state, prepared, txn, snapshot);
@@ -548,7 +557,7 @@ mod tests {
         let snapshot = state.next_sequence - 1;
         let txn = track(inner, &mut inner.registry(), snapshot, false).unwrap();
         let writes = vec![BatchWrite { kind: ValueKind::Put, key: key.to_vec(), value: b"v".to_vec() }];
-        submit(inner, &mut state, prepare(writes), txn, None).unwrap()
+        submit(inner, &mut state, prepare(writes), Some(txn), None).unwrap()
     }
 
     /// ADR-0134's failure path: three commits queued in one group, whose one write fails: every commit in it errs

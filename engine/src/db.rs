@@ -126,10 +126,9 @@ impl<E: Env> Db<E> {
         let ticket = {
             let state = self.inner.state();
             self.inner.check_writable()?;
-            // A blind write reads nothing: its snapshot may include every submitted commit (no false ww aborts).
-            let snapshot = state.next_sequence - 1;
-            let txn = crate::commit::track(&self.inner, &mut self.inner.registry(), snapshot, false)?;
-            crate::commit::commit_writes(&self.inner, state, prepared, txn, None)?
+            // A blind write reads nothing: tracked in its validation's registry take, at a snapshot that includes
+            // every submitted commit (no false ww aborts, ADR-0210).
+            crate::commit::commit_writes(&self.inner, state, prepared, None, None)?
         };
         // Joins the same batches as transactions: waits for the one sync that covers its record.
         crate::commit::wait_for_commit(&self.inner, &ticket)?;

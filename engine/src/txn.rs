@@ -34,11 +34,15 @@ pub const READS_BUFFERED_MAX: usize = 64;
 type NotSync = PhantomData<Cell<()>>;
 
 /// A serializable read-write transaction. Dropping it uncommitted rolls it back. `Send`, not `Sync`.
+///
+/// It takes its snapshot at its first read (`get`, `scan`, `scan_prefix`), not at [`Db::begin`] (ADR-0210), as
+/// InnoDB's consistent read does: until then it has read nothing a snapshot would fix. A transaction that only
+/// writes takes none; its commit is validated as a blind write's is, as if it began just before.
 #[derive(Debug)]
 pub struct Transaction<E: Env> {
     db: Db<E>,
-    id: TxnId,
-    snapshot: Sequence,
+    /// Its conflict tracker id and snapshot, from its first read; `None` while it has only written.
+    tracked: Option<Tracked>,
     writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
     /// Keys read at the snapshot and not yet registered with the conflict tracker (ADR-0195): registered in one
     /// registry take when [`READS_BUFFERED_MAX`] are kept, and in the commit's validation take (ADR-0198). A read
@@ -48,9 +52,16 @@ pub struct Transaction<E: Env> {
     /// The encoded size of `writes` as one batch record's payload: kept within the log's record limit.
     payload_bytes: usize,
     ended: bool,
-    /// [`Inner::dooms`] when this transaction last found itself not doomed (ADR-0144).
+    /// [`Inner::dooms`] when this transaction last found itself not doomed (ADR-0144); set when it is tracked.
     dooms_seen: u64,
     not_sync: NotSync,
+}
+
+/// A read-write transaction's registration with the conflict tracker, made at its first read (ADR-0210).
+#[derive(Clone, Copy, Debug)]
+struct Tracked {
+    id: TxnId,
+    snapshot: Sequence,
 }
 
 /// A read-only transaction: reads at its snapshot, never aborts, never waits. It has no write methods. `Send`,
@@ -64,26 +75,19 @@ pub struct ReadTransaction<E: Env> {
 }
 
 impl<E: Env> Db<E> {
-    /// Begin a serializable read-write transaction.
+    /// Begin a serializable read-write transaction. It takes no lock: it is registered with the conflict tracker
+    /// and takes its snapshot at its first read (ADR-0210).
     pub fn begin(&self) -> Result<Transaction<E>> {
-        // The registry lock only: beginning never waits for a log append or sync (ADR-0082).
         self.inner.check_writable()?;
-        let mut registry = self.inner.registry();
-        let snapshot = registry.visible;
-        let id = track(&self.inner, &mut registry, snapshot, false)?;
-        registry.register_snapshot(snapshot);
-        let dooms_seen = registry.tracker.dooms();
-        drop(registry);
         let payload_bytes = crate::wal::BATCH_HEADER_BYTES;
         Ok(Transaction {
             db: self.clone(),
-            id,
-            snapshot,
+            tracked: None,
             writes: BTreeMap::new(),
             reads: Vec::new(),
             payload_bytes,
             ended: false,
-            dooms_seen,
+            dooms_seen: 0,
             not_sync: PhantomData,
         })
     }
@@ -124,9 +128,37 @@ impl<E: Env> Db<E> {
 }
 
 impl<E: Env> Transaction<E> {
-    /// The sequence this transaction reads at.
-    pub fn snapshot(&self) -> Sequence {
-        self.snapshot
+    /// The sequence this transaction reads at: `None` until its first read takes it (ADR-0210).
+    pub fn snapshot(&self) -> Option<Sequence> {
+        self.tracked.map(|tracked| tracked.snapshot)
+    }
+
+    /// Take the snapshot now, as a first read would (ADR-0210), and return it: from here on the transaction is
+    /// tracked as one that began now, so a commit after this point that writes a key it writes is a write-write
+    /// conflict, as it is for one that has read. A transaction that never calls this and never reads is validated
+    /// at its commit, as a blind write is.
+    pub fn take_snapshot(&mut self) -> Result<Sequence> {
+        self.check_open()?;
+        self.tracked_for_reading().map(|tracked| tracked.snapshot)
+    }
+
+    /// Register with the conflict tracker and take the snapshot, in one registry take, at the first read: what
+    /// [`Db::begin`] did before ADR-0210 (the newest registered-visible sequence, kept for compaction until the
+    /// transaction ends or its commit is visible).
+    fn tracked_for_reading(&mut self) -> Result<Tracked> {
+        if let Some(tracked) = self.tracked {
+            return Ok(tracked);
+        }
+        let inner = &self.db.inner;
+        let mut registry = inner.registry();
+        let snapshot = registry.visible;
+        let id = track(inner, &mut registry, snapshot, false)?;
+        registry.register_snapshot(snapshot);
+        self.dooms_seen = registry.tracker.dooms();
+        drop(registry);
+        let tracked = Tracked { id, snapshot };
+        self.tracked = Some(tracked);
+        Ok(tracked)
     }
 
     fn fail(&mut self, error: Conflict) -> Error {
@@ -139,9 +171,11 @@ impl<E: Env> Transaction<E> {
             return;
         }
         self.ended = true;
+        // Never tracked: nothing registered to end.
+        let Some(Tracked { id, snapshot }) = self.tracked else { return };
         let mut registry = self.db.inner.registry();
-        finish(&mut registry, self.id);
-        registry.release_snapshot(self.snapshot);
+        finish(&mut registry, id);
+        registry.release_snapshot(snapshot);
     }
 
     fn check_open(&self) -> Result<()> {
@@ -159,11 +193,12 @@ impl<E: Env> Transaction<E> {
         if let Some(own) = self.writes.get(key) {
             return Ok(own.clone());
         }
-        let value = self.db.get_at(key, self.snapshot)?;
+        let Tracked { id, snapshot } = self.tracked_for_reading()?;
+        let value = self.db.get_at(key, snapshot)?;
         self.check_doomed()?;
         self.reads.push(key.to_vec());
         if self.reads.len() >= READS_BUFFERED_MAX {
-            let tracked = self.db.inner.on_reads(self.id, self.reads.drain(..));
+            let tracked = self.db.inner.on_reads(id, self.reads.drain(..));
             tracked.map_err(|error| self.fail(error))?;
         }
         Ok(value)
@@ -184,10 +219,11 @@ impl<E: Env> Transaction<E> {
 
     fn scan_range(&mut self, bounds: KeyRange) -> Result<ScanIter<'_>> {
         self.check_open()?;
+        let Tracked { id, snapshot } = self.tracked_for_reading()?;
         let view = self.db.inner.read_view()?;
         self.check_doomed()?;
-        let registrar = Registrar { registry: self.db.inner.clone(), txn: self.id, read_only: false };
-        Ok(ScanIter::new(&view, bounds, self.snapshot, Some(&self.writes), Some(registrar)))
+        let registrar = Registrar { registry: self.db.inner.clone(), txn: id, read_only: false };
+        Ok(ScanIter::new(&view, bounds, snapshot, Some(&self.writes), Some(registrar)))
     }
 
     fn buffer(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
@@ -210,14 +246,16 @@ impl<E: Env> Transaction<E> {
 
     /// Fail if another transaction doomed (or the tracker expired) this one. Under the registry lock only when a
     /// transaction was doomed or expired since this one last checked (ADR-0144): a doom that lands while the
-    /// unchanged count is read is one that came after the check, as if it had taken the lock first.
+    /// unchanged count is read is one that came after the check, as if it had taken the lock first. A transaction
+    /// not yet tracked cannot be doomed.
     fn check_doomed(&mut self) -> Result<()> {
         let inner = &self.db.inner;
+        let Some(Tracked { id, .. }) = self.tracked else { return Ok(()) };
         if inner.dooms.load(Ordering::Acquire) == self.dooms_seen {
             return Ok(());
         }
         let registry = inner.registry();
-        let doomed = registry.tracker.check_doomed_public(self.id);
+        let doomed = registry.tracker.check_doomed_public(id);
         self.dooms_seen = registry.tracker.dooms();
         drop(registry);
         doomed.map_err(|error| self.fail(error))
@@ -246,19 +284,24 @@ impl<E: Env> Transaction<E> {
             })
             .collect();
         let inner = &self.db.inner;
+        let tracked = self.tracked;
         if let Err(error) = inner.check_open() {
-            let mut registry = inner.registry();
-            registry.release_snapshot(self.snapshot);
-            registry.tracker.abort(self.id);
+            if let Some(Tracked { id, snapshot }) = tracked {
+                let mut registry = inner.registry();
+                registry.release_snapshot(snapshot);
+                registry.tracker.abort(id);
+            }
             return Err(error);
         }
         if writes.is_empty() {
+            // Read nothing and wrote nothing: nothing to register or finish.
+            let Some(Tracked { id, snapshot }) = tracked else { return Ok(None) };
             // The buffered reads are registered in the take that finishes the transaction (ADR-0195).
             let mut registry = inner.registry();
-            register_reads(inner, &mut registry, self.id, self.snapshot, std::mem::take(&mut self.reads))?;
-            registry.release_snapshot(self.snapshot);
+            register_reads(inner, &mut registry, id, snapshot, std::mem::take(&mut self.reads))?;
+            registry.release_snapshot(snapshot);
             let visible = registry.visible;
-            let finished = registry.tracker.finish(self.id, visible);
+            let finished = registry.tracker.finish(id, visible);
             return finished.map(|()| None).map_err(|error| conflict(&inner.env, error));
         }
         // The buffered reads are registered in the validation's registry take, under the writer lock, just before
@@ -266,8 +309,10 @@ impl<E: Env> Transaction<E> {
         // that commits after this one finds them, and one that committed already is found by them.
         let prepared = crate::commit::prepare(writes).with_reads(std::mem::take(&mut self.reads));
         // The snapshot stays registered until the commit is visible (released by `Inner::complete`): a reader's
-        // safe snapshot may go back to it (ADR-0025). Released here if the submit fails.
-        crate::commit::commit_writes(inner, inner.state(), prepared, self.id, Some(self.snapshot)).map(Some)
+        // safe snapshot may go back to it (ADR-0025). Released here if the submit fails. A transaction that read
+        // nothing is tracked in its validation's take, as a blind write is (ADR-0210).
+        let (txn, snapshot) = (tracked.map(|tracked| tracked.id), tracked.map(|tracked| tracked.snapshot));
+        crate::commit::commit_writes(inner, inner.state(), prepared, txn, snapshot).map(Some)
     }
 
     /// Commit: serializable, and durable when it returns (in `Sync` mode). A serialization failure is returned only

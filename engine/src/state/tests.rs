@@ -88,6 +88,8 @@ fn a_completion_is_registered_at_the_next_registry_take() {
     let options = Options::default().with_sync_mode(crate::SyncMode::NoSync);
     let db = Db::open(env, "/db", options).unwrap();
     let mut txn = db.begin().unwrap();
+    // Its first read registers its snapshot (ADR-0210), which its completion releases.
+    assert_eq!(txn.get(b"other").unwrap(), None);
     txn.put(b"k", b"v").unwrap();
     txn.commit().unwrap();
     let queued: Vec<_> = db.inner.unregistered.lock().unwrap().iter().map(|c| (c.first, c.last, c.snapshot)).collect();

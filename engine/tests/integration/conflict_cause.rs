@@ -6,7 +6,7 @@ use env::SimEnv;
 
 fn open_with(seed: u64, rows: &[(&str, &str)]) -> Db<SimEnv> {
     let db = Db::open(SimEnv::new(seed), "/db", Options::default()).unwrap();
-    let mut t = db.begin().unwrap();
+    let mut t = crate::begun(&db);
     for (k, v) in rows {
         t.put(k.as_bytes(), v.as_bytes()).unwrap();
     }
@@ -26,7 +26,7 @@ fn cause_of(error: Error) -> ConflictCause {
 #[test]
 fn write_write_conflict_is_a_write_write_cause_on_the_key() {
     let db = open_with(61, &[("x", "0")]);
-    let (mut t1, mut t2) = (db.begin().unwrap(), db.begin().unwrap());
+    let (mut t1, mut t2) = (crate::begun(&db), crate::begun(&db));
     t1.put(b"x", b"1").unwrap();
     t2.put(b"a", b"2").unwrap();
     t2.put(b"x", b"2").unwrap();
@@ -41,7 +41,7 @@ fn write_write_conflict_is_a_write_write_cause_on_the_key() {
 #[test]
 fn a_lost_commit_returns_once_the_winner_in_flight_is_visible() {
     let db = open_with(62, &[("x", "0")]);
-    let (mut t1, mut t2) = (db.begin().unwrap(), db.begin().unwrap());
+    let (mut t1, mut t2) = (crate::begun(&db), crate::begun(&db));
     t1.put(b"x", b"1").unwrap();
     t2.put(b"x", b"2").unwrap();
     let ticket = t1.submit().unwrap().expect("a write commits");
@@ -49,7 +49,7 @@ fn a_lost_commit_returns_once_the_winner_in_flight_is_visible() {
     let cause = cause_of(t2.commit().unwrap_err());
     assert!(matches!(&cause, ConflictCause::WriteWrite { key } if key == b"x"), "{cause:?}");
     assert!(db.last_sequence() >= ticket.last_sequence, "the loser returned before the winner was visible");
-    let mut retry = db.begin().unwrap();
+    let mut retry = crate::begun(&db);
     assert_eq!(retry.get(b"x").unwrap(), Some(b"1".to_vec()), "the retry reads the winner");
     retry.put(b"x", b"2").unwrap();
     retry.commit().unwrap();
@@ -60,7 +60,7 @@ fn a_lost_commit_returns_once_the_winner_in_flight_is_visible() {
 #[test]
 fn write_skew_is_a_dangerous_structure_cause_on_the_key() {
     let db = open_with(62, &[("alice", "on"), ("bob", "on")]);
-    let (mut t1, mut t2) = (db.begin().unwrap(), db.begin().unwrap());
+    let (mut t1, mut t2) = (crate::begun(&db), crate::begun(&db));
     for t in [&mut t1, &mut t2] {
         assert_eq!(t.get(b"alice").unwrap(), Some(b"on".to_vec()));
         assert_eq!(t.get(b"bob").unwrap(), Some(b"on".to_vec()));
@@ -76,7 +76,7 @@ fn write_skew_is_a_dangerous_structure_cause_on_the_key() {
 /// T0, T1 and T2 begin; T1 reads z, which T0 then overwrites and commits (T1 → T0); T1 writes y and commits.
 /// Returns T2, open since before both: a read of y by it closes T2 → T1 → T0.
 fn t1_read_z_t0_overwrote_it_t1_wrote_y(db: &Db<SimEnv>) -> engine::Transaction<SimEnv> {
-    let (mut t0, mut t1, t2) = (db.begin().unwrap(), db.begin().unwrap(), db.begin().unwrap());
+    let (mut t0, mut t1, t2) = (crate::begun(db), crate::begun(db), crate::begun(db));
     assert_eq!(t1.get(b"z").unwrap(), Some(b"0".to_vec()));
     t0.put(b"z", b"1").unwrap();
     t0.commit().unwrap();
@@ -128,10 +128,10 @@ fn a_scan_closing_a_dangerous_structure_is_an_rw_cause_on_the_range_start() {
 #[test]
 fn the_read_only_guard_is_its_own_cause_on_the_key() {
     let db = open_with(65, &[("x", "0"), ("y", "0")]);
-    let mut t2 = db.begin().unwrap();
+    let mut t2 = crate::begun(&db);
     t2.get(b"x").unwrap();
     t2.get(b"y").unwrap();
-    let mut t1 = db.begin().unwrap();
+    let mut t1 = crate::begun(&db);
     t1.get(b"y").unwrap();
     t1.put(b"y", b"20").unwrap();
     t1.commit().unwrap();

@@ -66,7 +66,8 @@ fn snapshot_and_conflict<E: Env>(env: E, dir: &Path) -> bool {
     db.put(b"k", b"old").expect("put");
     let reader = db.begin_read().expect("reader");
     db.put(b"k", b"new").expect("put");
-    let (mut first, mut second) = (db.begin().expect("begin"), db.begin().expect("begin"));
+    // Both snapshots taken before either commits (ADR-0210: otherwise a transaction that only writes takes none).
+    let (mut first, mut second) = (crate::begun(&db), crate::begun(&db));
     first.put(b"w", b"1").expect("buffer");
     second.put(b"w", b"2").expect("buffer");
     first.commit().expect("first committer wins");

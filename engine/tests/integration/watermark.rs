@@ -34,15 +34,18 @@ fn writer(db: &Db<RealEnv>, thread: usize, commits: usize, sequences: &Mutex<BTr
         let ticket = txn.submit().unwrap().expect("a write has a ticket");
         db.wait_for_commit(&ticket).unwrap();
         // Once its commit returned, the writer's next snapshot includes it.
-        assert!(db.begin().unwrap().snapshot() >= ticket.last_sequence, "{ticket:?} not visible after its commit");
+        let mut next = db.begin().unwrap();
+        assert_eq!(next.get(b"unwritten").unwrap(), None);
+        let snapshot = next.snapshot().expect("a read takes the snapshot (ADR-0210)");
+        assert!(snapshot >= ticket.last_sequence, "{ticket:?} not visible after its commit");
         sequences.lock().unwrap().insert(key, ticket.last_sequence);
     }
 }
 
 fn observe(db: &Db<RealEnv>) -> Observation {
     let mut txn = db.begin().unwrap();
-    let snapshot = txn.snapshot();
     let keys = txn.scan(..).unwrap().map(|row| row.unwrap().0).collect();
+    let snapshot = txn.snapshot().expect("the scan took the snapshot (ADR-0210)");
     txn.rollback();
     Observation { snapshot, keys }
 }

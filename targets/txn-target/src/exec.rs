@@ -99,10 +99,27 @@ impl TxnTarget {
             Ok(handle) => handle,
             Err(error) => return tolerate(world, "begin", &error),
         };
+        // A read-write transaction takes its snapshot at its first read (ADR-0210): checked there.
         let snapshot = match &handle {
             Handle::ReadWrite(txn) => txn.snapshot(),
-            Handle::ReadOnly(txn) => txn.snapshot(),
+            Handle::ReadOnly(txn) => Some(txn.snapshot()),
         };
+        if let Some(snapshot) = snapshot {
+            self.check_snapshot(world, snapshot, read_only)?;
+        }
+        let id = self.next_txn;
+        self.next_txn += 1;
+        self.count("txn.begins");
+        if read_only {
+            self.count("txn.read_only_begins");
+        }
+        self.put_back(OpenTxn { handle, record: TxnRecord::new(id, client, snapshot, read_only), ops: 0 });
+        Ok(Observed::Op(Observation::Began { txn: id, snapshot }))
+    }
+
+    /// `snapshot_visible` and `snapshot_atomic`: a snapshot is at or below the last visible commit and splits no
+    /// commit of several writes.
+    fn check_snapshot(&self, world: &mut World, snapshot: u64, read_only: bool) -> Result<(), Violation> {
         if snapshot > self.history.visible() && !world.damaged() {
             return Err(Violation::new(
                 "snapshot_visible",
@@ -121,14 +138,23 @@ impl TxnTarget {
                 format!("{} transaction snapshot {snapshot}", if read_only { "read-only" } else { "read-write" }),
             ));
         }
-        let id = self.next_txn;
-        self.next_txn += 1;
-        self.count("txn.begins");
-        if read_only {
-            self.count("txn.read_only_begins");
+        Ok(())
+    }
+
+    /// The snapshot `open` read at: recorded at its first read that took one (ADR-0210: a read-write transaction
+    /// takes it then), and checked when recorded.
+    fn read_snapshot(&mut self, world: &mut World, open: &mut OpenTxn) -> Result<u64, Violation> {
+        if let Some(snapshot) = open.record.snapshot {
+            return Ok(snapshot);
         }
-        self.put_back(OpenTxn { handle, record: TxnRecord::new(id, client, snapshot, read_only), ops: 0 });
-        Ok(Observed::Op(Observation::Began { txn: id, snapshot }))
+        let snapshot = match &open.handle {
+            Handle::ReadWrite(txn) => txn.snapshot().expect("a read that returned took the snapshot"),
+            Handle::ReadOnly(txn) => txn.snapshot(),
+        };
+        self.check_snapshot(world, snapshot, open.record.read_only)?;
+        self.count("txn.snapshots_at_first_read");
+        open.record.snapshot = Some(snapshot);
+        Ok(snapshot)
     }
 
     fn get(&mut self, world: &mut World, client: ClientId, key: u32) -> Outcome {
@@ -144,8 +170,13 @@ impl TxnTarget {
         };
         self.count("txn.gets");
         let actual = value.as_deref().map(sig_of);
-        let (snapshot, id) = (open.record.snapshot, open.record.id);
+        let id = open.record.id;
         let own = open.record.writes.get(&key).copied();
+        // A read of an own write takes no snapshot (the engine answers from the transaction's buffer).
+        let snapshot = match own {
+            Some(_) => open.record.snapshot.unwrap_or(u64::MAX),
+            None => self.read_snapshot(world, &mut open)?,
+        };
         let expected = own.unwrap_or_else(|| self.history.value_at(key, snapshot));
         if actual != expected && (own.is_some() || !self.damage_reaches(world, key, snapshot)) {
             let expected = match own {
@@ -206,8 +237,8 @@ impl TxnTarget {
             hasher.write(value);
             found.insert(index, sig_of(value));
         }
-        self.check_scan(world, &open.record, start, end, &found)?;
-        let snapshot = open.record.snapshot;
+        let snapshot = self.read_snapshot(world, &mut open)?;
+        self.check_scan(world, &open.record, snapshot, (start, end), &found)?;
         let observed =
             self.history.keys_in(start, end).into_iter().map(|key| (key, self.history.writer_at(key, snapshot)));
         open.record.scans.push(ScanRead { start, end, observed: observed.collect() });
@@ -220,11 +251,10 @@ impl TxnTarget {
         &mut self,
         world: &mut World,
         record: &TxnRecord,
-        start: u32,
-        end: u32,
+        snapshot: u64,
+        (start, end): (u32, u32),
         found: &BTreeMap<u32, u64>,
     ) -> Result<(), Violation> {
-        let snapshot = record.snapshot;
         let mut expected: BTreeMap<u32, u64> = BTreeMap::new();
         for key in self.history.keys_in(start, end) {
             expected.extend(self.history.value_at(key, snapshot).map(|sig| (key, sig)));

@@ -19,7 +19,8 @@
 //! index `i` has sequence `first + i`). Commits becoming visible are noticed in [`holdfast::Target::check`],
 //! after every step, and at recovery (what the dropped database had made visible). A transaction's snapshot is
 //! what `t.snapshot()` reports (a read-only transaction may read at a snapshot older than the latest visible
-//! one: its safe snapshot).
+//! one: its safe snapshot); a read-write transaction's, after its first read takes it (ADR-0210: one that only
+//! writes never takes one).
 //!
 //! # Invariants
 //!
@@ -43,7 +44,8 @@
 //! * **Atomicity across crashes** (`atomicity.partial_commit`, `atomicity.prefix`, `durability.*`): after a
 //!   crash or reopen every visible commit is wholly present, every aborted transaction wholly absent, and each
 //!   in-flight commit (submitted, not visible) wholly present or wholly absent — the present ones a prefix in
-//!   sequence order; resolved by reading their keys.
+//!   sequence order; resolved by reading their keys (a later in-flight commit may write the same key, ADR-0210: its
+//!   value there says the earlier one survived).
 //! * **Unsynced runs** (ADR-0205, a quarter of the seeds, `SyncMode::NoSync`): a commit is visible at once and
 //!   durable at the next flush, close or recovery; after a crash the commits visible since then are resolved like
 //!   commits in flight (a prefix of them in sequence order survives, wholly), and the ones it took leave the
@@ -250,7 +252,9 @@ impl TxnTarget {
     /// A compaction is about to run (or ran) while a transaction reads at a snapshot older than the latest.
     fn count_old_snapshots(&mut self) {
         let visible = self.history.visible();
-        let old = self.clients.values().any(|client| matches!(client, Client::Open(o) if o.record.snapshot < visible));
+        let old = self.clients.values().any(
+            |client| matches!(client, Client::Open(o) if o.record.snapshot.is_some_and(|snapshot| snapshot < visible)),
+        );
         if old {
             self.count("txn.old_snapshot_across_compaction");
         }

@@ -180,7 +180,8 @@ pub struct ScanRead {
 pub struct TxnRecord {
     pub id: TxnId,
     pub client: ClientId,
-    pub snapshot: u64,
+    /// `None` until the transaction's first read takes one (ADR-0210: read-write transactions).
+    pub snapshot: Option<u64>,
     pub read_only: bool,
     /// Point reads not served from the transaction's own writes: (key, writer of the version observed).
     pub reads: Vec<(u32, TxnId)>,
@@ -190,8 +191,8 @@ pub struct TxnRecord {
 }
 
 impl TxnRecord {
-    /// A transaction that began at `snapshot` and has done nothing yet.
-    pub fn new(id: TxnId, client: ClientId, snapshot: u64, read_only: bool) -> Self {
+    /// A transaction that began (at `snapshot`, if it took one then) and has done nothing yet.
+    pub fn new(id: TxnId, client: ClientId, snapshot: Option<u64>, read_only: bool) -> Self {
         Self { id, client, snapshot, read_only, reads: Vec::new(), scans: Vec::new(), writes: BTreeMap::new() }
     }
 
@@ -216,7 +217,8 @@ impl TxnRecord {
 
     /// A one-line summary for reports: `T5{c2 snap=10 ro r[k3@T1] s[k1..k4:k2@T0] w[k7]}`.
     pub fn summary(&self) -> String {
-        let mut text = format!("T{}{{c{} snap={}", self.id, self.client, self.snapshot);
+        let snapshot = self.snapshot.map_or_else(|| "-".to_string(), |snapshot| snapshot.to_string());
+        let mut text = format!("T{}{{c{} snap={snapshot}", self.id, self.client);
         if self.read_only {
             text.push_str(" ro");
         }
@@ -251,7 +253,7 @@ mod tests {
     fn snapshots_read_the_latest_version_at_or_below() {
         let mut history = History::default();
         let a = history.register(ValueSpec { id: 1, len: 8 }, 1);
-        let mut t1 = TxnRecord::new(1, 0, 0, false);
+        let mut t1 = TxnRecord::new(1, 0, Some(0), false);
         t1.writes.insert(3, Some(a));
         t1.writes.insert(5, None);
         history.apply(&t1, 4);
@@ -278,11 +280,11 @@ mod tests {
         let mut history = History::default();
         let (a, b) =
             (history.register(ValueSpec { id: 1, len: 8 }, 1), history.register(ValueSpec { id: 2, len: 8 }, 2));
-        let mut t1 = TxnRecord::new(1, 0, 0, false);
+        let mut t1 = TxnRecord::new(1, 0, Some(0), false);
         t1.writes.insert(3, Some(a));
         history.apply(&t1, 1);
         let before = history.clone();
-        let mut t2 = TxnRecord::new(2, 0, 1, false);
+        let mut t2 = TxnRecord::new(2, 0, Some(1), false);
         t2.writes.insert(3, Some(b));
         t2.writes.insert(7, Some(b));
         history.apply(&t2, 2);

@@ -71,8 +71,9 @@ pub enum Observation {
     Ok,
     /// The transaction buffered a write.
     Buffered,
-    /// A transaction began: its history id and snapshot.
-    Began { txn: u64, snapshot: u64 },
+    /// A transaction began: its history id and snapshot (`None` for a read-write transaction, which takes it at
+    /// its first read, ADR-0210).
+    Began { txn: u64, snapshot: Option<u64> },
     /// A read returned this value (None: absent).
     Value { value: Option<ValueSpec> },
     /// A scan returned `entries` pairs whose keys and values hash to `hash`.

@@ -174,8 +174,14 @@ impl TxnTarget {
         let pending = self.pending.clone();
         let mut verdicts = Vec::with_capacity(pending.len());
         let mut survived: BTreeMap<u32, Option<Sig>> = BTreeMap::new();
-        for submission in &pending {
+        for (index, submission) in pending.iter().enumerate() {
             let (mut new, mut old) = (Vec::new(), Vec::new());
+            // A later in-flight commit may write the same key (one that read nothing takes no snapshot, so no
+            // write-write conflict stops it, ADR-0210): its value there says this one survived too (a prefix).
+            let later = &pending[index + 1..];
+            let overwritten = |key: u32, actual: Option<Sig>| {
+                later.iter().any(|later| later.record.writes.get(&key).is_some_and(|&value| value == actual))
+            };
             for (&key, &value) in &submission.record.writes {
                 let actual = match db.get(&key_bytes(key)) {
                     Ok(actual) => actual.map(|bytes| sig_of(&bytes)),
@@ -188,6 +194,12 @@ impl TxnTarget {
                 match (actual == value, actual == previous) {
                     (true, true) => {}
                     (true, false) => new.push(key),
+                    // A later commit's value, which says nothing of this one where it is also the value before.
+                    (false, before) if overwritten(key, actual) => {
+                        if !before {
+                            new.push(key);
+                        }
+                    }
                     (false, true) => old.push(key),
                     (false, false) if self.damage_reaches(world, key, u64::MAX) => {}
                     (false, false) => {

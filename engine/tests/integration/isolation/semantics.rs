@@ -6,6 +6,52 @@ use super::*;
 
 // ---- what must commit --------------------------------------------------------------------------------------------
 
+/// ADR-0210: `begin` takes no snapshot; the first read does, so it sees every commit visible by then.
+#[test]
+fn a_transaction_takes_its_snapshot_at_its_first_read() {
+    let (_env, db) = open_with(28, &[("x", "0")]);
+    let mut late = db.begin().unwrap();
+    assert_eq!(late.snapshot(), None);
+    late.put(b"y", b"1").unwrap();
+    assert_eq!(late.snapshot(), None, "a write takes no snapshot");
+    db.put(b"x", b"1").unwrap();
+    let committed = db.last_sequence();
+    assert_eq!(late.get(b"x").unwrap(), some("1"), "the commit before the first read is in its snapshot");
+    assert_eq!(late.snapshot(), Some(committed));
+    db.put(b"x", b"2").unwrap();
+    assert_eq!(late.get(b"x").unwrap(), some("1"), "and the one after it is not");
+    late.commit().unwrap();
+    let mut pinned = db.begin().unwrap();
+    let snapshot = pinned.take_snapshot().unwrap();
+    db.put(b"x", b"3").unwrap();
+    assert_eq!((pinned.get(b"x").unwrap(), pinned.snapshot()), (some("2"), Some(snapshot)));
+    pinned.rollback();
+}
+
+/// ADR-0210: transactions that only write take no snapshot, so neither loses to the other (as blind writes never
+/// do): both commit, in commit order, and the state is wholly the later one's (no write cycle: G0 stays
+/// prevented). Once one takes its snapshot before the other commits, first committer wins again.
+#[test]
+fn transactions_that_only_write_serialize_in_commit_order() {
+    let (_env, db) = open_with(29, &[("x", "10"), ("y", "20")]);
+    let (mut t1, mut t2) = (db.begin().unwrap(), db.begin().unwrap());
+    for (txn, x, y) in [(&mut t1, b"11", b"21"), (&mut t2, b"12", b"22")] {
+        txn.put(b"x", x).unwrap();
+        txn.put(b"y", y).unwrap();
+    }
+    t2.commit().unwrap();
+    t1.commit().unwrap();
+    assert_eq!((latest(&db, "x"), latest(&db, "y")), (Some("11".into()), Some("21".into())));
+    let (mut t3, mut t4) = (db.begin().unwrap(), db.begin().unwrap());
+    t4.take_snapshot().unwrap();
+    t3.put(b"x", b"13").unwrap();
+    t4.put(b"x", b"14").unwrap();
+    t3.commit().unwrap();
+    let lost = t4.commit().unwrap_err();
+    assert!(matches!(lost, Error::Conflict { cause: engine::ConflictCause::WriteWrite { .. } }), "{lost:?}");
+    assert_eq!(latest(&db, "x"), Some("13".into()));
+}
+
 #[test]
 fn disjoint_keys_both_commit() {
     let (_env, db) = open_with(30, &[("a", "1"), ("b", "2")]);
@@ -82,7 +128,7 @@ fn scans_over_disjoint_ranges_both_commit() {
 #[test]
 fn own_writes_are_visible_to_get_and_scan() {
     let (_env, db) = open_with(40, &[("a", "1"), ("b", "2"), ("c", "3")]);
-    let mut t = db.begin().unwrap();
+    let mut t = crate::begun(&db);
     t.put(b"b", b"20").unwrap();
     t.delete(b"c").unwrap();
     t.put(b"d", b"4").unwrap();
@@ -112,13 +158,13 @@ fn rollback_on_drop_leaves_nothing() {
     let (_env, db) = open_with(41, &[("a", "1")]);
     let before = db.conflict_stats().1;
     {
-        let mut t = db.begin().unwrap();
+        let mut t = crate::begun(&db);
         t.put(b"a", b"2").unwrap();
         t.put(b"b", b"2").unwrap();
         t.delete(b"a").unwrap();
         assert_eq!(t.get(b"b").unwrap(), some("2"));
     }
-    let mut t = db.begin().unwrap();
+    let mut t = crate::begun(&db);
     t.put(b"c", b"3").unwrap();
     t.rollback();
     assert_eq!(db.conflict_stats().1, before, "rolled-back transactions left records in the tracker");
@@ -127,7 +173,7 @@ fn rollback_on_drop_leaves_nothing() {
     assert_eq!(latest(&db, "b"), None);
     assert_eq!(latest(&db, "c"), None);
     // A writer of the same keys afterwards commits: nothing of the rolled-back ones conflicts.
-    let mut t = db.begin().unwrap();
+    let mut t = crate::begun(&db);
     t.put(b"a", b"9").unwrap();
     t.put(b"b", b"9").unwrap();
     t.commit().unwrap();
@@ -141,12 +187,12 @@ fn snapshot_reads_are_stable_while_others_commit() {
     for i in 0..50 {
         db.put(format!("k{i:02}").as_bytes(), b"old").unwrap();
     }
-    let mut t = db.begin().unwrap();
+    let mut t = crate::begun(&db);
     let mut r = db.begin_read().unwrap();
     let expected: Rows = (0..50).map(|i| (format!("k{i:02}").into_bytes(), b"old".to_vec())).collect();
     for round in 0..5 {
         for i in 0..50 {
-            let mut w = db.begin().unwrap();
+            let mut w = crate::begun(&db);
             if i % 3 == 0 {
                 w.delete(format!("k{i:02}").as_bytes()).unwrap();
             } else {
@@ -179,7 +225,7 @@ fn snapshot_reads_are_stable_while_others_commit() {
 #[test]
 fn scan_bounds_and_full_range() {
     let (_env, db) = open_with(43, &[("0", "zero"), ("a", "1"), ("b", "2"), ("c", "3"), ("\u{7f}", "del")]);
-    let mut t = db.begin().unwrap();
+    let mut t = crate::begun(&db);
     let mut r = db.begin_read().unwrap();
     let all = rows(&[("0", "zero"), ("a", "1"), ("b", "2"), ("c", "3"), ("\u{7f}", "del")]);
     assert_eq!(t.scan(..).unwrap().collect::<Result<Rows, Error>>().unwrap(), all);
@@ -203,8 +249,8 @@ fn scan_bounds_and_full_range() {
 #[test]
 fn a_conflict_ends_the_transaction() {
     let (_env, db) = open_with(44, &[("x", "1")]);
-    let mut t1 = db.begin().unwrap();
-    let mut t2 = db.begin().unwrap();
+    let mut t1 = crate::begun(&db);
+    let mut t2 = crate::begun(&db);
     t1.get(b"x").unwrap();
     t2.get(b"x").unwrap();
     t1.put(b"x", b"2").unwrap();
@@ -264,7 +310,7 @@ fn a_write_inside_what_a_dropped_scan_observed_is_write_skew_and_is_prevented() 
 fn a_conflict_found_when_a_dropped_scan_registers_surfaces_at_the_next_operation() {
     for read_a_row in [true, false] {
         let (_env, db) = open_with(72, &[("y", "0"), ("z", "0")]);
-        let (mut t0, mut t1, mut t2) = (db.begin().unwrap(), db.begin().unwrap(), db.begin().unwrap());
+        let (mut t0, mut t1, mut t2) = (crate::begun(&db), crate::begun(&db), crate::begun(&db));
         assert_eq!(t1.get(b"z").unwrap(), some("0"));
         t0.put(b"z", b"1").unwrap();
         t0.commit().unwrap();
@@ -283,7 +329,7 @@ fn a_conflict_found_when_a_dropped_scan_registers_surfaces_at_the_next_operation
 #[test]
 fn scans_run_both_ways_and_by_prefix_with_own_writes() {
     let (_env, db) = open_with(73, &[("a", "1"), ("b", "2"), ("c", "3"), ("ca", "4"), ("d", "5")]);
-    let mut t = db.begin().unwrap();
+    let mut t = crate::begun(&db);
     t.put(b"cb", b"40").unwrap();
     t.delete(b"ca").unwrap();
     let backward = t.scan(..).unwrap().rev().collect::<Result<Rows, Error>>().unwrap();

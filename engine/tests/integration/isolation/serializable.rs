@@ -111,7 +111,7 @@ fn run_case(case: &Case, seed: u64) -> Result<(), String> {
     let initial: BTreeMap<Vec<u8>, Vec<u8>> =
         (0..case.keys).filter(|&k| case.initial[k]).map(|k| (pkey(k), format!("init{k}").into_bytes())).collect();
     if !initial.is_empty() {
-        let mut t = db.begin().unwrap();
+        let mut t = crate::begun(&db);
         for (k, v) in &initial {
             t.put(k, v).unwrap();
         }
@@ -150,7 +150,7 @@ fn run_case(case: &Case, seed: u64) -> Result<(), String> {
         next[actor] += 1;
         if step == 0 {
             handles[actor] =
-                if script.read_only { Handle::Ro(db.begin_read().unwrap()) } else { Handle::Rw(db.begin().unwrap()) };
+                if script.read_only { Handle::Ro(db.begin_read().unwrap()) } else { Handle::Rw(crate::begun(&db)) };
             log.push(format!("T{actor}: begin{}", if script.read_only { " (read-only)" } else { "" }));
             continue;
         }

@@ -56,7 +56,8 @@ enum End {
 #[derive(Debug)]
 struct Ran {
     client: ClientId,
-    snapshot: u64,
+    /// `None` for a read-write transaction that never read (ADR-0210: it takes its snapshot at its first read).
+    snapshot: Option<u64>,
     read_only: bool,
     did: Vec<Did>,
     end: End,
@@ -139,15 +140,19 @@ fn client(env: &RealEnv, db: &Db<RealEnv>, config: &TxnConfig, client: ClientId,
         } else {
             Handle::ReadWrite(db.begin().expect("begin"))
         });
-        let snapshot = match handle.as_ref().expect("open") {
-            Handle::ReadWrite(txn) => txn.snapshot(),
-            Handle::ReadOnly(txn) => txn.snapshot(),
+        let snapshot_of = |handle: &Option<Handle>| match handle.as_ref() {
+            Some(Handle::ReadWrite(txn)) => txn.snapshot(),
+            Some(Handle::ReadOnly(txn)) => Some(txn.snapshot()),
+            None => None,
         };
+        let mut snapshot = snapshot_of(&handle);
         let mut did = Vec::new();
         let mut end = None;
         for done in 0..OPS_PER_TXN_MAX {
             let op = shape.next_op(client, done, &mut next_value_id, &mut rng, config);
-            match step(db, &mut handle, &op, &mut did) {
+            let stepped = step(db, &mut handle, &op, &mut did);
+            snapshot = snapshot.or_else(|| snapshot_of(&handle));
+            match stepped {
                 Ok(None) => {}
                 Ok(Some(ended)) => {
                     end = Some(ended);
@@ -244,15 +249,21 @@ fn rebuild_history(ran: &[Ran], final_sequence: u64) -> History {
 /// Replay a transaction's operations against the history at its snapshot: its reads for the checker, and a
 /// description of every read that saw something else.
 fn reads_of(txn: &Ran, id: u64, history: &History, bad: &mut Vec<String>) -> TxnRecord {
-    let snapshot = txn.snapshot;
-    let mut record = TxnRecord::new(id, txn.client, snapshot, txn.read_only);
-    if let Some((first, last, writer)) = history.split_commit(snapshot) {
+    let mut record = TxnRecord::new(id, txn.client, txn.snapshot, txn.read_only);
+    if let Some(snapshot) = txn.snapshot
+        && let Some((first, last, writer)) = history.split_commit(snapshot)
+    {
         bad.push(format!("T{id}'s snapshot {snapshot} is inside T{writer}'s commit {first}..={last}"));
     }
+    // Every read not of an own write takes the snapshot (ADR-0210): one without is a bad read, below.
+    let snapshot = txn.snapshot.unwrap_or(0);
     let mut own: BTreeMap<u32, Option<Sig>> = BTreeMap::new();
     for action in &txn.did {
         match action {
             Did::Get { key, saw } => {
+                if txn.snapshot.is_none() && !own.contains_key(key) {
+                    bad.push(format!("T{id} read k{key}, not its own write, without a snapshot"));
+                }
                 let expected = own.get(key).copied().unwrap_or_else(|| history.value_at(*key, snapshot));
                 if *saw != expected {
                     bad.push(format!("T{id} read {} at snapshot {snapshot}", history.describe(*saw)));
@@ -262,6 +273,9 @@ fn reads_of(txn: &Ran, id: u64, history: &History, bad: &mut Vec<String>) -> Txn
                 }
             }
             Did::Scan { start, end, saw } => {
+                if txn.snapshot.is_none() {
+                    bad.push(format!("T{id} scanned k{start}..k{end} without a snapshot"));
+                }
                 let keys = history.keys_in(*start, *end);
                 let mut expected: BTreeMap<u32, Sig> =
                     keys.iter().filter_map(|&key| Some((key, history.value_at(key, snapshot)?))).collect();
@@ -298,12 +312,13 @@ fn check(ran: &[Ran], final_sequence: u64) -> Verdict {
             End::Committed { last_sequence } => {
                 verdict.commits += 1;
                 let first = last_sequence + 1 - record.writes.len() as u64;
-                verdict.concurrent_commits += usize::from(first - 1 > txn.snapshot);
+                // One that never read was validated as if it began just before its commit: not concurrent.
+                verdict.concurrent_commits += usize::from(txn.snapshot.is_some_and(|snapshot| first - 1 > snapshot));
                 order.push(((last_sequence, 0), record));
             }
             End::Finished => {
                 verdict.finished += 1;
-                order.push(((txn.snapshot, 1), record));
+                order.push(((txn.snapshot.unwrap_or(0), 1), record));
             }
             End::Aborted => verdict.aborts += 1,
             End::RolledBack => {}

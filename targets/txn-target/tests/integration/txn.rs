@@ -62,7 +62,7 @@ fn a_crash_between_a_commit_append_and_its_sync_happens() {
 }
 
 fn record(id: u64, reads: &[(u32, u64)], scans: Vec<ScanRead>, writes: &[u32]) -> TxnRecord {
-    let mut record = TxnRecord::new(id, 0, 0, false);
+    let mut record = TxnRecord::new(id, 0, Some(0), false);
     record.reads = reads.to_vec();
     record.scans = scans;
     record.writes = writes.iter().map(|&key| (key, Some(u64::from(key)))).collect::<BTreeMap<_, _>>();
