@@ -92,7 +92,8 @@ impl BloomFilter {
     fn probes(&self, hash: u64) -> impl Iterator<Item = u64> + use<> {
         let (probing, bit_count) = (self.probing, u64::from(self.bit_count));
         assert!(bit_count > 0, "a filter has bits");
-        let second = mix64(hash ^ BLOOM_SECOND_HASH_SALT) | 1;
+        // Double hashing's step; independent probes need none.
+        let second = if probing == Probing::Double { mix64(hash ^ BLOOM_SECOND_HASH_SALT) | 1 } else { 0 };
         (0..u64::from(self.hash_count)).map(move |index| match probing {
             Probing::Double => hash.wrapping_add(index.wrapping_mul(second)) % bit_count,
             Probing::Independent => {

@@ -1,19 +1,10 @@
 //! Compaction's GC watermark against the snapshots readers may still take (ADR-0016, ADR-0025, ADR-0093).
 
-use engine::{Db, Options, Transaction};
+use engine::{Db, Options};
 use env::SimEnv;
 
 fn value(text: &str) -> Option<Vec<u8>> {
     Some(text.as_bytes().to_vec())
-}
-
-/// A transaction whose snapshot is taken now (otherwise its first read takes it, ADR-0210).
-fn begun(db: &Db<SimEnv>) -> Transaction<SimEnv> {
-    let mut txn = db.begin().unwrap();
-    assert_eq!(txn.snapshot(), None, "no snapshot before the first read");
-    let snapshot = txn.take_snapshot().unwrap();
-    assert_eq!(txn.snapshot(), Some(snapshot));
-    txn
 }
 
 /// The txn target's seed 37979 through the API (ADR-0093). Pivot T4 → T2 (T2 committed first) makes `[2, 5)`
@@ -25,12 +16,12 @@ fn begun(db: &Db<SimEnv>) -> Transaction<SimEnv> {
 fn compaction_keeps_what_a_reader_stepping_back_through_a_visible_pivot_reads() {
     let db = Db::open(SimEnv::new(37979), "/db", Options::default()).unwrap();
     db.put(b"k2", b"v66").unwrap();
-    let (mut t2, mut t3, mut t4) = (begun(&db), begun(&db), begun(&db));
+    let (mut t2, mut t3, mut t4) = (crate::begun(&db), crate::begun(&db), crate::begun(&db));
     assert_eq!([t2.snapshot(), t3.snapshot(), t4.snapshot()], [Some(1); 3]);
     t2.put(b"k2", b"v111").unwrap();
     t2.put(b"k0", b"v112").unwrap();
     t2.commit().unwrap();
-    let mut t5 = begun(&db);
+    let mut t5 = crate::begun(&db);
     assert_eq!(t5.snapshot(), Some(3), "T2 took sequences 2 and 3");
     t3.delete(b"k3").unwrap();
     t3.commit().unwrap();

@@ -23,6 +23,8 @@ mod watermark;
 /// read takes it (ADR-0210). For the tests whose interleavings were written for a snapshot taken at `begin`.
 fn begun<E: env::Env>(db: &engine::Db<E>) -> engine::Transaction<E> {
     let mut txn = db.begin().unwrap();
-    txn.take_snapshot().unwrap();
+    assert_eq!(txn.snapshot(), None, "no snapshot before the first read");
+    let snapshot = txn.take_snapshot().unwrap();
+    assert_eq!(txn.snapshot(), Some(snapshot));
     txn
 }
