@@ -1,4 +1,6 @@
-//! The memtable: a lock-free skiplist (`crossbeam-skiplist`) of versions in internal-key order.
+//! The memtable: a lock-free skiplist (`crossbeam-skiplist`) of versions in internal-key order. A version's user
+//! key lives in its skiplist node when it fits ([`MemKey`], ADR-0211), so a search compares keys without following
+//! a pointer per node it visits.
 
 use std::borrow::Borrow;
 use std::cmp;
@@ -10,12 +12,100 @@ use crossbeam_skiplist::SkipMap;
 use crate::types::Direction;
 use crate::types::{Entry, InternalKey, Lookup, Sequence, ValueKind, compare_internal};
 
+/// The longest user key a skiplist node holds in itself ([`MemKey`]); a longer one is held on the heap.
+pub const INLINE_KEY_BYTES_MAX: usize = 32;
+
 /// An internal key's parts, however they are held: the skiplist is searched through `dyn KeyParts`, so a lookup
-/// borrows the caller's key instead of building an owned [`InternalKey`] (no allocation per `get`, ADR-0065).
-/// The order is the internal-key order, the same as `InternalKey`'s (what `Borrow` requires).
+/// borrows the caller's key instead of building an owned key (no allocation per `get`, ADR-0065). The order is
+/// the internal-key order, the same as `InternalKey`'s (what `Borrow` requires).
 pub(crate) trait KeyParts {
     fn parts(&self) -> (&[u8], Sequence);
 }
+
+/// Where a [`MemKey`]'s user key bytes are.
+enum KeyBytes {
+    /// In the key itself (the skiplist node): `len` bytes of `bytes`.
+    Inline { len: u8, bytes: [u8; INLINE_KEY_BYTES_MAX] },
+    /// On the heap: a key longer than [`INLINE_KEY_BYTES_MAX`].
+    Heap(Box<[u8]>),
+}
+
+/// A version's key as the memtable stores it (ADR-0211): a user key of up to [`INLINE_KEY_BYTES_MAX`] bytes is
+/// stored in the skiplist node, with no allocation of its own and no pointer to follow when a search compares it;
+/// the order is the internal-key order ([`compare_internal`]).
+pub(crate) struct MemKey {
+    bytes: KeyBytes,
+    sequence: Sequence,
+}
+
+impl MemKey {
+    fn new(user_key: &[u8], sequence: Sequence) -> Self {
+        let bytes = match u8::try_from(user_key.len()) {
+            Ok(len) if user_key.len() <= INLINE_KEY_BYTES_MAX => {
+                let mut bytes = [0; INLINE_KEY_BYTES_MAX];
+                bytes[..user_key.len()].copy_from_slice(user_key);
+                KeyBytes::Inline { len, bytes }
+            }
+            _ => KeyBytes::Heap(user_key.into()),
+        };
+        Self { bytes, sequence }
+    }
+
+    /// The user key, borrowed.
+    pub(crate) fn user_key(&self) -> &[u8] {
+        match &self.bytes {
+            KeyBytes::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            KeyBytes::Heap(bytes) => bytes,
+        }
+    }
+
+    pub(crate) fn sequence(&self) -> Sequence {
+        self.sequence
+    }
+
+    /// An owned copy, as the rest of the engine holds keys.
+    fn to_internal(&self) -> InternalKey {
+        InternalKey::new(self.user_key(), self.sequence)
+    }
+
+    /// Whether the user key is held in the node itself.
+    #[cfg(test)]
+    fn is_inline(&self) -> bool {
+        matches!(self.bytes, KeyBytes::Inline { .. })
+    }
+}
+
+impl std::fmt::Debug for MemKey {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.debug_struct("MemKey").field("user_key", &self.user_key()).field("sequence", &self.sequence).finish()
+    }
+}
+
+impl KeyParts for MemKey {
+    fn parts(&self) -> (&[u8], Sequence) {
+        (self.user_key(), self.sequence)
+    }
+}
+
+impl Ord for MemKey {
+    fn cmp(&self, other: &Self) -> cmp::Ordering {
+        compare_internal(self.user_key(), self.sequence, other.user_key(), other.sequence)
+    }
+}
+
+impl PartialOrd for MemKey {
+    fn partial_cmp(&self, other: &Self) -> Option<cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for MemKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == cmp::Ordering::Equal
+    }
+}
+
+impl Eq for MemKey {}
 
 impl KeyParts for InternalKey {
     fn parts(&self) -> (&[u8], Sequence) {
@@ -32,7 +122,7 @@ impl KeyParts for LookupKey<'_> {
     }
 }
 
-impl<'a> Borrow<dyn KeyParts + 'a> for InternalKey {
+impl<'a> Borrow<dyn KeyParts + 'a> for MemKey {
     fn borrow(&self) -> &(dyn KeyParts + 'a) {
         self
     }
@@ -60,12 +150,12 @@ impl PartialEq for dyn KeyParts + '_ {
 impl Eq for dyn KeyParts + '_ {}
 
 /// One end of a memtable's key range ([`Memtable::key_bounds`]): a skiplist entry, kept alive while borrowed.
-pub(crate) struct KeyBound<'a>(crossbeam_skiplist::map::Entry<'a, InternalKey, (ValueKind, Vec<u8>)>);
+pub(crate) struct KeyBound<'a>(crossbeam_skiplist::map::Entry<'a, MemKey, (ValueKind, Vec<u8>)>);
 
 impl KeyBound<'_> {
     /// The entry's user key, borrowed.
     pub(crate) fn user_key(&self) -> &[u8] {
-        &self.0.key().user_key
+        self.0.key().user_key()
     }
 }
 
@@ -75,7 +165,7 @@ pub const ENTRY_OVERHEAD_BYTES: u64 = 32;
 /// An in-memory table of versions. Writers insert; readers look up at a snapshot sequence.
 #[derive(Debug, Default)]
 pub struct Memtable {
-    map: SkipMap<InternalKey, (ValueKind, Vec<u8>)>,
+    map: SkipMap<MemKey, (ValueKind, Vec<u8>)>,
     size_bytes: AtomicU64,
     max_sequence: AtomicU64,
 }
@@ -90,7 +180,7 @@ impl Memtable {
     /// where the key is absent and builds the value only then, so a version already there is one never built.
     pub fn insert(&self, user_key: &[u8], sequence: Sequence, kind: ValueKind, value: &[u8]) {
         assert!(kind == ValueKind::Put || value.is_empty(), "a tombstone carries no value");
-        let key = InternalKey::new(user_key, sequence);
+        let key = MemKey::new(user_key, sequence);
         let charged = user_key.len() as u64 + value.len() as u64 + ENTRY_OVERHEAD_BYTES;
         if crate::EXPENSIVE_CHECKS {
             let mut inserted = false;
@@ -112,10 +202,10 @@ impl Memtable {
         let lower: &dyn KeyParts = &start;
         let range = (Bound::Included(lower), Bound::Unbounded);
         let Some(entry) = self.map.range::<dyn KeyParts, _>(range).next() else { return Lookup::NotFound };
-        if entry.key().user_key != user_key {
+        if entry.key().user_key() != user_key {
             return Lookup::NotFound;
         }
-        debug_assert!(entry.key().sequence <= snapshot, "range start skipped a newer version");
+        debug_assert!(entry.key().sequence() <= snapshot, "range start skipped a newer version");
         let (kind, value) = entry.value();
         match kind {
             ValueKind::Put => Lookup::Found(value.clone()),
@@ -125,10 +215,10 @@ impl Memtable {
 
     /// Every version, in internal-key order, from the first with user key >= `start`.
     pub fn entries_from(&self, start: &[u8]) -> impl Iterator<Item = Entry> + '_ {
-        let lower = InternalKey::new(start, Sequence::MAX);
+        let lower = MemKey::new(start, Sequence::MAX);
         self.map.range((Bound::Included(lower), Bound::Unbounded)).map(|entry| {
             let (kind, value) = entry.value();
-            Entry { key: entry.key().clone(), kind: *kind, value: value.clone() }
+            Entry { key: entry.key().to_internal(), kind: *kind, value: value.clone() }
         })
     }
 
@@ -159,18 +249,18 @@ impl Memtable {
             Direction::Forward => self.map.range::<dyn KeyParts, _>((bound, Bound::Unbounded)).next(),
             Direction::Reverse => self.map.range::<dyn KeyParts, _>((Bound::Unbounded, bound)).next_back(),
         }?;
-        let newest_first = direction == Direction::Forward && first.key().sequence <= snapshot;
+        let newest_first = direction == Direction::Forward && first.key().sequence() <= snapshot;
         let chosen = if newest_first {
             first
         } else {
-            let user_key = first.key().user_key.as_slice();
+            let user_key = first.key().user_key();
             let visible = LookupKey(user_key, snapshot);
             let lower: &dyn KeyParts = &visible;
             let newest = self.map.range::<dyn KeyParts, _>((Bound::Included(lower), Bound::Unbounded)).next();
-            newest.filter(|newest| newest.key().user_key == user_key).unwrap_or(first)
+            newest.filter(|newest| newest.key().user_key() == user_key).unwrap_or(first)
         };
         let (kind, value) = chosen.value();
-        Some(Entry { key: chosen.key().clone(), kind: *kind, value: value.clone() })
+        Some(Entry { key: chosen.key().to_internal(), kind: *kind, value: value.clone() })
     }
 
     /// Every version, in internal-key order.
@@ -257,6 +347,52 @@ mod tests {
         assert!(memtable.size_bytes() >= 4 * ENTRY_OVERHEAD_BYTES);
     }
 
+    /// A user key up to `INLINE_KEY_BYTES_MAX` bytes is held in the node, a longer one on the heap; either way the
+    /// key reads back exactly, and keys on both sides of the limit are found, ordered and scanned as before
+    /// (ADR-0211).
+    #[test]
+    fn keys_on_both_sides_of_the_inline_limit_read_back_and_order() {
+        let lengths = [0, 1, INLINE_KEY_BYTES_MAX - 1, INLINE_KEY_BYTES_MAX, INLINE_KEY_BYTES_MAX + 1, 255, 256, 1000];
+        let memtable = Memtable::new();
+        for (index, length) in lengths.iter().enumerate() {
+            let user_key = vec![b'k'; *length];
+            let key = MemKey::new(&user_key, 7);
+            assert_eq!((key.user_key(), key.sequence()), (user_key.as_slice(), 7));
+            assert_eq!(key.is_inline(), *length <= INLINE_KEY_BYTES_MAX, "length {length}");
+            memtable.insert(&user_key, index as u64 + 1, ValueKind::Put, &length.to_be_bytes());
+        }
+        for (index, length) in lengths.iter().enumerate() {
+            let user_key = vec![b'k'; *length];
+            assert_eq!(memtable.get(&user_key, u64::MAX), Lookup::Found(length.to_be_bytes().to_vec()));
+            assert_eq!(memtable.get(&user_key, index as u64), Lookup::NotFound, "length {length} below its sequence");
+        }
+        let scanned: Vec<usize> = memtable.entries().map(|entry| entry.key.user_key.len()).collect();
+        assert_eq!(scanned, lengths, "the keys are prefixes of each other: shortest first");
+        let (low, high) = memtable.key_bounds().expect("keys");
+        assert_eq!((low.user_key().len(), high.user_key().len()), (0, 1000));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+        /// Stored keys, inline or on the heap, order exactly as owned internal keys do, compared with each other and
+        /// with a borrowed lookup key (what the skiplist's `Borrow` requires, ADR-0211).
+        #[test]
+        fn stored_keys_order_as_internal_keys_do(
+            key_a in proptest::collection::vec(0u8..3, 0..40),
+            key_b in proptest::collection::vec(0u8..3, 0..40),
+            sequence_a in 0u64..4,
+            sequence_b in 0u64..4,
+        ) {
+            let owned = InternalKey::new(key_a.clone(), sequence_a).cmp(&InternalKey::new(key_b.clone(), sequence_b));
+            let (stored_a, stored_b) = (MemKey::new(&key_a, sequence_a), MemKey::new(&key_b, sequence_b));
+            let lookup_b = LookupKey(&key_b, sequence_b);
+            let through_borrow = Borrow::<dyn KeyParts>::borrow(&stored_a).cmp(&lookup_b as &dyn KeyParts);
+            proptest::prop_assert_eq!((stored_a.cmp(&stored_b), through_borrow), (owned, owned));
+            proptest::prop_assert_eq!(stored_a.to_internal(), InternalKey::new(key_a, sequence_a));
+        }
+    }
+
     #[test]
     fn borrowed_lookup_keys_order_as_internal_keys_do() {
         let keys = [(b"a".as_slice(), 9u64), (b"a", 3), (b"a", 0), (b"ab", 5), (b"b", 1)];
@@ -265,7 +401,7 @@ mod tests {
                 let owned = InternalKey::new(key_a, sequence_a).cmp(&InternalKey::new(key_b, sequence_b));
                 let (left, right) = (LookupKey(key_a, sequence_a), LookupKey(key_b, sequence_b));
                 let borrowed = (&left as &dyn KeyParts).cmp(&right as &dyn KeyParts);
-                let owned_key = InternalKey::new(key_a, sequence_a);
+                let owned_key = MemKey::new(key_a, sequence_a);
                 let through_borrow = Borrow::<dyn KeyParts>::borrow(&owned_key).cmp(&right as &dyn KeyParts);
                 assert_eq!(
                     (borrowed, through_borrow),

@@ -19,10 +19,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
-/// The most threads a case runs.
-const THREADS_MAX: usize = 64;
-/// The most runs per case and thread count.
-const RUNS_MAX: usize = 100;
+#[path = "../scaling_common.rs"]
+mod scaling_common;
+use scaling_common::{RUNS_MAX, THREADS_MAX, median, parse_list, parse_number};
+
 /// The most writes one run makes, over all its threads.
 const WRITES_MAX: u64 = 100_000_000;
 /// The bytes a prefill writes at a time.
@@ -125,26 +125,6 @@ fn parse_args(mut words: impl Iterator<Item = String>) -> Result<Option<Args>, S
     Ok(Some(args))
 }
 
-fn parse_number(flag: &str, text: &str, min: u64, max: u64) -> Result<u64, String> {
-    let number: u64 = text.parse().map_err(|_| format!("{flag} {text:?}: not a whole number"))?;
-    if !(min..=max).contains(&number) {
-        return Err(format!("{flag} {number}: want {min} to {max}"));
-    }
-    Ok(number)
-}
-
-fn parse_list(text: &str) -> Result<Vec<usize>, String> {
-    let threads: Vec<usize> = text
-        .split(',')
-        .map(|part| parse_number("--threads", part.trim(), 1, THREADS_MAX as u64).map(|n| n as usize))
-        .collect::<Result<_, _>>()?;
-    if !threads.contains(&1) {
-        return Err("--threads must include 1: ratios are to one thread".into());
-    }
-    Ok(threads)
-}
-
-/// Make `bytes` record `index`, in place: a writer reuses one buffer, so no allocation is timed with its writes.
 fn fill_record(bytes: &mut [u8], index: u64) {
     bytes.fill((index % 251) as u8);
     bytes[..HEADER_BYTES].copy_from_slice(&index.to_le_bytes());
@@ -268,13 +248,6 @@ struct Row {
     median_writes_per_sec: f64,
     /// The median over the one-thread median of the same case.
     ratio_to_one_thread: f64,
-}
-
-fn median(values: &[f64]) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let middle = sorted.len() / 2;
-    if sorted.len() % 2 == 1 { sorted[middle] } else { (sorted[middle - 1] + sorted[middle]) / 2.0 }
 }
 
 fn measure(args: &Args, dir: &Path) -> Result<Vec<Row>, String> {
