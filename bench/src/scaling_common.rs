@@ -34,3 +34,39 @@ pub fn median(values: &[f64]) -> f64 {
     let middle = sorted.len() / 2;
     if sorted.len() % 2 == 1 { sorted[middle] } else { (sorted[middle - 1] + sorted[middle]) / 2.0 }
 }
+
+/// A probe's `main`: parse the arguments (`Ok(None)` is `--help`: print `usage`), then `run`; an error is printed
+/// after the probe's `name`, a bad argument exiting 2 and a failed run 1.
+pub fn probe_main<A>(
+    name: &str,
+    usage: &str,
+    parse: impl FnOnce(std::env::Args) -> Result<Option<A>, String>,
+    run: impl FnOnce(A) -> Result<(), String>,
+) -> std::process::ExitCode {
+    let mut words = std::env::args();
+    words.next();
+    let args = match parse(words) {
+        Ok(Some(args)) => args,
+        Ok(None) => {
+            println!("{usage}");
+            return std::process::ExitCode::SUCCESS;
+        }
+        Err(error) => {
+            eprintln!("{name}: {error}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    match run(args) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("{name}: {error}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// Write `json` to `out`, pretty, with a final newline.
+pub fn write_json(out: &std::path::Path, json: &serde_json::Value) -> Result<(), String> {
+    let text = serde_json::to_string_pretty(json).map_err(|error| error.to_string())? + "\n";
+    std::fs::write(out, text).map_err(|error| format!("{}: {error}", out.display()))
+}

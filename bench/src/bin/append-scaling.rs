@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 #[path = "../scaling_common.rs"]
 mod scaling_common;
-use scaling_common::{RUNS_MAX, THREADS_MAX, median, parse_list, parse_number};
+use scaling_common::{RUNS_MAX, THREADS_MAX, median, parse_list, parse_number, probe_main, write_json};
 
 /// The most writes one run makes, over all its threads.
 const WRITES_MAX: u64 = 100_000_000;
@@ -282,35 +282,14 @@ fn measure(args: &Args, dir: &Path) -> Result<Vec<Row>, String> {
 }
 
 fn main() -> std::process::ExitCode {
-    let args = match parse_args(std::env::args().skip(1)) {
-        Ok(Some(args)) => args,
-        Ok(None) => {
-            println!("{USAGE}");
-            return std::process::ExitCode::SUCCESS;
-        }
-        Err(error) => {
-            eprintln!("append-scaling: {error}");
-            return std::process::ExitCode::from(2);
-        }
-    };
-    let scratch = match args.dir {
-        Some(_) => None,
-        None => match tempfile::tempdir() {
-            Ok(scratch) => Some(scratch),
-            Err(error) => {
-                eprintln!("append-scaling: cannot make a temporary directory: {error}");
-                return std::process::ExitCode::FAILURE;
-            }
-        },
-    };
-    let dir = args.dir.clone().unwrap_or_else(|| scratch.as_ref().expect("made above").path().to_path_buf());
-    match report(&args, &dir) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("append-scaling: {error}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+    probe_main("append-scaling", USAGE, parse_args, |args| {
+        let scratch = match args.dir {
+            Some(_) => None,
+            None => Some(tempfile::tempdir().map_err(|error| format!("cannot make a temporary directory: {error}"))?),
+        };
+        let dir = args.dir.clone().unwrap_or_else(|| scratch.as_ref().expect("made above").path().to_path_buf());
+        report(&args, &dir)
+    })
 }
 
 fn report(args: &Args, dir: &Path) -> Result<(), String> {
@@ -336,8 +315,7 @@ fn report(args: &Args, dir: &Path) -> Result<(), String> {
             "dir": dir.display().to_string(),
             "rows": rows,
         });
-        let text = serde_json::to_string_pretty(&json).map_err(|error| error.to_string())? + "\n";
-        std::fs::write(out, text).map_err(|error| format!("{}: {error}", out.display()))?;
+        write_json(out, &json)?;
     }
     Ok(())
 }

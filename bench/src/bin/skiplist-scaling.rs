@@ -22,7 +22,7 @@ use crossbeam_skiplist::SkipMap;
 
 #[path = "../scaling_common.rs"]
 mod scaling_common;
-use scaling_common::{RUNS_MAX, median, parse_list, parse_number};
+use scaling_common::{RUNS_MAX, median, parse_list, parse_number, probe_main, write_json};
 
 /// The most versions a map is loaded with, and the most inserts one run makes over all its threads.
 const VERSIONS_MAX: u64 = 50_000_000;
@@ -414,31 +414,13 @@ fn report(args: &Args) -> Result<(), String> {
             "runs": args.runs,
             "rows": rows,
         });
-        let text = serde_json::to_string_pretty(&json).map_err(|error| error.to_string())? + "\n";
-        std::fs::write(out, text).map_err(|error| format!("{}: {error}", out.display()))?;
+        write_json(out, &json)?;
     }
     Ok(())
 }
 
 fn main() -> std::process::ExitCode {
-    let args = match parse_args(std::env::args().skip(1)) {
-        Ok(Some(args)) => args,
-        Ok(None) => {
-            println!("{USAGE}");
-            return std::process::ExitCode::SUCCESS;
-        }
-        Err(error) => {
-            eprintln!("skiplist-scaling: {error}");
-            return std::process::ExitCode::from(2);
-        }
-    };
-    match report(&args) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("skiplist-scaling: {error}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+    probe_main("skiplist-scaling", USAGE, parse_args, |args| report(&args))
 }
 
 #[cfg(test)]
