@@ -328,8 +328,9 @@ fn rotate_log<E: Env>(inner: &Arc<Inner<E>>, state: &mut State<E>) -> Result<()>
     let number = state.allocate_file_number();
     // The seal follows every queued record: its sync writes them all first (ADR-0134).
     state.wal.append(RecordKind::Seal, &[], false)?;
-    state.wal.sync()?;
+    // ADR-0212: counted as issued, before the sync: a seal sync that fails still cost its caller a sync.
     state.log_seals += 1;
+    state.wal.sync()?;
     // Every pending commit is in this segment and now durable: make it visible in this memtable, whose log is
     // this segment, before the memtable is queued for flushing.
     if !state.pending_commits.is_empty() {
@@ -603,6 +604,24 @@ mod tests {
             let closed = db.close();
             assert_eq!(closed.is_err(), mode == SyncMode::NoSync, "{mode:?}: {closed:?}");
         }
+    }
+
+    /// ADR-0212: a rotation whose seal sync fails poisons the database and still counts the seal it issued
+    /// (`Stats::log_seals`), so a wait charged that sync is allowed it (`cost.log_syncs_per_ack`); a rotation
+    /// whose sync succeeds counts one too.
+    #[test]
+    fn a_rotation_whose_seal_sync_fails_counts_the_seal() {
+        let env = env::SimEnv::new(11);
+        let db = Db::open(env.clone(), "/db", Options::default().with_sync_mode(SyncMode::NoSync)).unwrap();
+        db.put(b"a", b"v").unwrap();
+        rotate(&db.inner, &mut db.inner.state()).unwrap();
+        assert_eq!((db.stats().log_seals, db.inner.is_poisoned()), (1, false));
+        db.put(b"b", b"v").unwrap();
+        env.set_fault_config(env::FaultConfig { fsync_error_ppm: 1_000_000, ..env::FaultConfig::default() });
+        let failed = rotate(&db.inner, &mut db.inner.state());
+        env.set_fault_config(env::FaultConfig::default());
+        assert!(matches!(failed, Err(Error::Env(_))), "{failed:?}");
+        assert_eq!((db.stats().log_seals, db.inner.is_poisoned()), (2, true));
     }
 
     /// How many 1 ms polls the test below waits for the batch to free the writer lock.

@@ -25,8 +25,9 @@ pub struct Stats {
     pub immutable_memtables: usize,
     pub flush_count: u64,
     pub compaction_count: u64,
-    /// Log segments a memtable rotation sealed with a sync of their own (the next segment's creation may then
-    /// have failed).
+    /// Seal syncs memtable rotations issued, one per segment a rotation sealed or tried to seal: counted before
+    /// the sync, so a seal whose sync failed counts (ADR-0212), and the next segment's creation may then have
+    /// failed too (ADR-0192).
     pub log_seals: u64,
     pub last_sequence: u64,
     pub wal_segments: usize,

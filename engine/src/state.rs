@@ -126,7 +126,8 @@ pub(crate) struct State<E: Env> {
     pub(crate) deleting_files: BTreeSet<u64>,
     pub(crate) flush_count: u64,
     pub(crate) compaction_count: u64,
-    /// Log segments a rotation sealed (its seal's sync done), whether or not the next segment was then created.
+    /// Seal syncs rotations issued, counted before the sync (ADR-0212): whether or not it succeeded and the next
+    /// segment was then created.
     pub(crate) log_seals: u64,
     /// Commits appended to the log (blind writes and transactions), for the per-commit lock figures.
     pub(crate) commit_count: u64,

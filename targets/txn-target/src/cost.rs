@@ -4,7 +4,8 @@
 //!   one per log segment a rotation sealed while it waited. A batch syncs once for all of its commits (ADR-0092);
 //!   the commit waited for may need the batch before it to end first (at most two batches live,
 //!   `BATCHES_LIVE_MAX`), and a rotation seals the segment it closes with one sync of its own, counted by the
-//!   engine (`Stats::log_seals`), also when creating the next segment then fails (ADR-0192).
+//!   engine (`Stats::log_seals`), also when creating the next segment then fails (ADR-0192) and when the sync
+//!   itself fails (ADR-0212).
 
 use std::path::PathBuf;
 
