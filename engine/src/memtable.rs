@@ -370,6 +370,8 @@ mod tests {
         assert_eq!(scanned, lengths, "the keys are prefixes of each other: shortest first");
         let (low, high) = memtable.key_bounds().expect("keys");
         assert_eq!((low.user_key().len(), high.user_key().len()), (0, 1000));
+        // The node's key: 48 bytes, against an `InternalKey`'s 32 and the separate allocation of its user key.
+        assert_eq!((std::mem::size_of::<MemKey>(), std::mem::size_of::<InternalKey>()), (48, 32));
     }
 
     proptest::proptest! {
