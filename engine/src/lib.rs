@@ -33,6 +33,7 @@ mod scan;
 pub mod ssi;
 pub mod sstable;
 mod state;
+mod striped;
 mod txn;
 mod types;
 mod version;

@@ -13,6 +13,7 @@ use super::codec::partition_point;
 use super::footer::{FOOTER_SIZE_BYTES, Footer, TableMeta, decode_footer, decode_meta};
 use super::index::{DATA_BLOCK_SIZE_BYTES_MIN, IndexEntry, decode_index};
 use super::learned::{KeyDomain, LearnedIndex, SearchPath, decode_learned_index};
+use crate::striped::Striped;
 use crate::{DecodeError, Entry, Error, Lookup, Sequence, ValueKind, compare_internal};
 
 /// The smallest possible table file: one minimal data block, the metadata blocks' minimum and the footer.
@@ -129,7 +130,8 @@ pub struct Table<F: env::File> {
     file_size_bytes: u64,
     cache: Arc<BlockCache>,
     metadata: Metadata,
-    counters: Counters,
+    /// Bumped by every read, so striped per thread (ADR-0213).
+    counters: Striped<Counters>,
     /// Per data block: 0 until a read of it validated, then `VALIDATED_FLAG | its checksum` (ADR-0135).
     validated_crcs: Vec<AtomicU64>,
 }
@@ -160,14 +162,14 @@ impl<F: env::File> Table<F> {
             return Err(DecodeError::new(0, reason).in_file(file.path(), 0));
         }
         let footer_offset = file_size_bytes - FOOTER_SIZE_BYTES as u64;
-        let counters = Counters::default();
-        let footer = read_verified(&file, &counters, footer_offset, FOOTER_SIZE_BYTES, |bytes| {
+        let counters = Striped::<Counters>::default();
+        let footer = read_verified(&file, counters.mine(), footer_offset, FOOTER_SIZE_BYTES, |bytes| {
             decode_footer(bytes.as_slice(), file_size_bytes)
         })?;
         let region_size_bytes = usize::try_from(footer_offset - footer.index.offset).map_err(|_| {
             DecodeError::new(0, "metadata larger than memory").in_file(file.path(), footer.index.offset)
         })?;
-        let metadata = read_verified(&file, &counters, footer.index.offset, region_size_bytes, |bytes| {
+        let metadata = read_verified(&file, counters.mine(), footer.index.offset, region_size_bytes, |bytes| {
             let relative =
                 |error: DecodeError| DecodeError::new(error.offset.saturating_sub(footer.index.offset), error.reason);
             decode_metadata(footer, bytes.as_slice()).map_err(relative)
@@ -259,16 +261,17 @@ impl<F: env::File> Table<F> {
 
     /// A snapshot of this table's read-path counters.
     pub fn stats(&self) -> TableStats {
-        let load = |counter: &AtomicU64| counter.load(AtomicOrdering::Relaxed);
-        let counters = &self.counters;
+        let sum = |counter: fn(&Counters) -> &AtomicU64| {
+            self.counters.sum(|stripe| counter(stripe).load(AtomicOrdering::Relaxed))
+        };
         TableStats {
-            bloom_negatives: load(&counters.bloom_negatives),
-            learned_hits: load(&counters.learned_hits),
-            learned_fallbacks: load(&counters.learned_fallbacks),
-            index_probes: load(&counters.index_probes),
-            block_reads: load(&counters.block_reads),
-            block_cache_hits: load(&counters.block_cache_hits),
-            read_retries: load(&counters.read_retries),
+            bloom_negatives: sum(|stripe| &stripe.bloom_negatives),
+            learned_hits: sum(|stripe| &stripe.learned_hits),
+            learned_fallbacks: sum(|stripe| &stripe.learned_fallbacks),
+            index_probes: sum(|stripe| &stripe.index_probes),
+            block_reads: sum(|stripe| &stripe.block_reads),
+            block_cache_hits: sum(|stripe| &stripe.block_cache_hits),
+            read_retries: sum(|stripe| &stripe.read_retries),
         }
     }
 
@@ -279,7 +282,7 @@ impl<F: env::File> Table<F> {
             return Ok(Lookup::NotFound);
         }
         if !self.metadata.bloom.may_contain(user_key) {
-            bump(&self.counters.bloom_negatives);
+            bump(&self.counters.mine().bloom_negatives);
             return Ok(Lookup::NotFound);
         }
         let Some(block_index) = self.find_block(user_key, snapshot) else {
@@ -314,10 +317,11 @@ impl<F: env::File> Table<F> {
             is_before(position)
         };
         let (answer, path) = self.metadata.learned.search(self.metadata.domain.map(user_key), index.len(), counted);
-        self.counters.index_probes.fetch_add(probes, AtomicOrdering::Relaxed);
+        let counters = self.counters.mine();
+        counters.index_probes.fetch_add(probes, AtomicOrdering::Relaxed);
         bump(match path {
-            SearchPath::Learned => &self.counters.learned_hits,
-            SearchPath::Fallback => &self.counters.learned_fallbacks,
+            SearchPath::Learned => &counters.learned_hits,
+            SearchPath::Fallback => &counters.learned_fallbacks,
         });
         if crate::EXPENSIVE_CHECKS {
             assert_eq!(answer, partition_point(index.len(), is_before), "learned search agrees with binary search");
@@ -330,7 +334,7 @@ impl<F: env::File> Table<F> {
         assert!(block_index < self.metadata.index.len(), "block {block_index} past the index");
         let entry = &self.metadata.index[block_index];
         if let Some(block) = self.cache.get(self.file_number, entry.offset) {
-            bump(&self.counters.block_cache_hits);
+            bump(&self.counters.mine().block_cache_hits);
             assert_eq!(block.entry_count(), entry.entry_count as usize, "cached block belongs to another file");
             return Ok(block);
         }
@@ -338,7 +342,7 @@ impl<F: env::File> Table<F> {
         let known = slot.load(AtomicOrdering::Relaxed);
         let known_crc = (known & VALIDATED_FLAG != 0).then_some(known as u32);
         let (block, crc) =
-            read_verified(&self.file, &self.counters, entry.offset, entry.size_bytes as usize, |bytes| {
+            read_verified(&self.file, self.counters.mine(), entry.offset, entry.size_bytes as usize, |bytes| {
                 // The buffer becomes the block (no copy); a failed attempt's buffer is dropped and the next re-read
                 // allocates a fresh one. A block read before is not walked again (ADR-0135).
                 let keys = (&entry.first_key, &entry.last_key);
