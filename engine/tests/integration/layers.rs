@@ -10,7 +10,7 @@ use env::RealEnv;
 
 /// The layers, lowest first; ARCHITECTURE.md lists the same.
 const LAYERS: &[&[&str]] = &[
-    &["canary", "types", "lock_meter", "work"],
+    &["canary", "types", "lock_meter", "work", "striped"],
     &["ssi"],
     &["error"],
     &["memtable", "wal", "sstable", "manifest"],
