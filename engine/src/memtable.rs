@@ -268,6 +268,26 @@ impl Memtable {
         self.entries_from(&[])
     }
 
+    /// Lend every version, in internal-key order, to `visit` in one entry this overwrites for each (a flush's
+    /// table builder copies what it keeps): no allocation per version once the entry holds the longest key and
+    /// value. How many versions it lent.
+    pub(crate) fn for_each_entry(&self, mut visit: impl FnMut(&Entry)) -> u64 {
+        let mut entry = Entry { key: InternalKey::new([], 0), kind: ValueKind::Put, value: Vec::new() };
+        let mut lent = 0;
+        for node in self.map.iter() {
+            let (kind, value) = node.value();
+            entry.key.user_key.clear();
+            entry.key.user_key.extend_from_slice(node.key().user_key());
+            entry.key.sequence = node.key().sequence();
+            entry.kind = *kind;
+            entry.value.clear();
+            entry.value.extend_from_slice(value);
+            visit(&entry);
+            lent += 1;
+        }
+        lent
+    }
+
     /// Approximate memory charged (keys + values + overhead).
     pub fn size_bytes(&self) -> u64 {
         self.size_bytes.load(Ordering::Relaxed)
