@@ -2,6 +2,7 @@
 
 mod backend;
 mod backends;
+mod cpu;
 mod machine;
 mod report;
 mod restore;
@@ -216,6 +217,7 @@ fn row_from(engine: &str, w: Workload, threads: usize, synced: bool, records: u6
         row.error = Some(e);
         return row;
     }
+    row.cpu_us_per_op = cpu::CpuPerOp::over(&runs.iter().map(|run| (run.cpu, run.ops)).collect::<Vec<_>>());
     let (run, rates) = median_run(runs);
     row.runs_ops_per_sec = rates.iter().map(|r| (r * 10.0).round() / 10.0).collect();
     row.ops_per_sec = Some((run.ops as f64 / run.secs * 10.0).round() / 10.0);
@@ -292,6 +294,12 @@ fn print_row(r: &Row) {
             r.layout.clone().unwrap_or_default()
         )),
         _ => {}
+    }
+    if let Some(cpu) = &r.cpu_us_per_op {
+        log(&format!(
+            "    CPU per operation: {:.3} us on the workload's threads, {:.3} us on the rest of the process",
+            cpu.workers_us, cpu.others_us
+        ));
     }
     if let Some(h) = &r.lock_hold {
         log(&format!(
@@ -385,6 +393,7 @@ fn session(spec: &EngineSpec, synced: bool, args: &Args, workloads: &[Workload],
             secs: 0.0,
             hist: workloads::new_hist(),
             error: Some(e),
+            cpu: None,
         });
         loads.push(out);
         kept = Some(b);

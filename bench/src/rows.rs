@@ -35,6 +35,10 @@ pub struct Row {
     /// counts it (holdfast, ADR-0119).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lock_hold: Option<LockHoldRow>,
+    /// CPU per operation over every run of the row, on the workload's threads and on the rest of the process (an
+    /// engine's background work): `bench/src/cpu.rs`, ADR-0214. None off Linux and in results from before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_us_per_op: Option<crate::cpu::CpuPerOp>,
 }
 
 /// Lock hold time per commit: every commit takes these locks, so `1 / writer_ns_per_commit` commits per

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 
 use crate::backend::{BErr, Backend, TxOps};
+use crate::cpu::{self, RunCpu};
 use crate::zipf::{Rng, ScrambledZipfian};
 
 pub const KEY_BYTES: usize = 16;
@@ -229,6 +230,8 @@ pub struct RunOut {
     pub secs: f64,
     pub hist: Histogram<u64>,
     pub error: Option<String>,
+    /// Where the measured window's CPU went (ADR-0214); `None` off Linux and for bulk loads.
+    pub cpu: Option<RunCpu>,
 }
 
 pub fn new_hist() -> Histogram<u64> {
@@ -249,7 +252,8 @@ pub fn timed_run(
     // 0 warm-up, 1 measuring, 2 stop
     let phase = AtomicU8::new(0);
     let failed = AtomicBool::new(false);
-    let mut total = RunOut { ops: 0, all_ops: 0, aborts: 0, secs: 0.0, hist: new_hist(), error: None };
+    let mut total = RunOut { ops: 0, all_ops: 0, aborts: 0, secs: 0.0, hist: new_hist(), error: None, cpu: None };
+    let mut process_ns = None;
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|i| {
@@ -258,10 +262,16 @@ pub fn timed_run(
                     let mut rng = Rng::new(seed.wrapping_mul(1_000_003).wrapping_add(i as u64));
                     let mut hist = new_hist();
                     let (mut ops, mut all_ops, mut aborts, mut error) = (0u64, 0u64, 0u64, None);
+                    // This thread's CPU from the first operation it starts in the measured window to its last.
+                    let (mut window_seen, mut cpu_from, mut cpu_ns) = (false, None, None);
                     loop {
                         let p = phase.load(Ordering::Acquire);
                         if p == 2 {
+                            cpu_ns = cpu_from.zip(cpu::thread_cpu_ns()).map(|(from, to)| to.saturating_sub(from));
                             break;
+                        }
+                        if p == 1 && !window_seen {
+                            (window_seen, cpu_from) = (true, cpu::thread_cpu_ns());
                         }
                         let t0 = Instant::now();
                         match op(w, b.as_ref(), ctx, &mut rng) {
@@ -282,23 +292,26 @@ pub fn timed_run(
                             }
                         }
                     }
-                    (hist, ops, all_ops, aborts, error)
+                    (hist, ops, all_ops, aborts, error, cpu_ns)
                 })
             })
             .collect();
         std::thread::sleep(warmup);
         if phase.compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire).is_ok() {
-            let start = Instant::now();
+            let (start, process_from) = (Instant::now(), cpu::process_cpu_ns());
             // Sleep in slices so a failure ends the run early.
             while start.elapsed() < duration && !failed.load(Ordering::Acquire) {
                 std::thread::sleep((duration - start.elapsed().min(duration)).min(Duration::from_millis(50)));
             }
             phase.store(2, Ordering::Release);
             total.secs = start.elapsed().as_secs_f64();
+            process_ns = process_from.zip(cpu::process_cpu_ns()).map(|(from, to)| to.saturating_sub(from));
         }
+        let mut workers_ns = Some(0u64);
         for h in handles {
             match h.join() {
-                Ok((hist, ops, all_ops, aborts, error)) => {
+                Ok((hist, ops, all_ops, aborts, error, cpu_ns)) => {
+                    workers_ns = workers_ns.zip(cpu_ns).map(|(sum, ns)| sum + ns);
                     total.hist.add(&hist).expect("same histogram bounds");
                     total.ops += ops;
                     total.all_ops += all_ops;
@@ -310,6 +323,7 @@ pub fn timed_run(
                 Err(_) => total.error = Some("a worker thread panicked".into()),
             }
         }
+        total.cpu = process_ns.zip(workers_ns).map(|(process_ns, workers_ns)| RunCpu { workers_ns, process_ns });
     });
     total
 }
@@ -337,7 +351,7 @@ pub fn bulk_load(b: &dyn Backend, records: u64, batch: usize, seed: u64) -> RunO
             rows.clear();
         }
     }
-    RunOut { ops: records, all_ops: records, aborts: 0, secs: start.elapsed().as_secs_f64(), hist, error }
+    RunOut { ops: records, all_ops: records, aborts: 0, secs: start.elapsed().as_secs_f64(), hist, error, cpu: None }
 }
 
 /// The TPC-C-like tables (untimed): 10 districts and `ITEMS` items.
