@@ -99,6 +99,11 @@ fn write_memtable<E: Env>(
     // The memtable's charge is each version's key and value plus 32 bytes: about what its table takes.
     let estimate = usize::try_from(memtable.size_bytes()).unwrap_or(usize::MAX).saturating_add(4096);
     let built = build_table(inner, number, 0, estimate, |builder| memtable.for_each_entry(|entry| builder.add(entry)))?;
+    // Paired with the memtable's own ends (borrowed, ADR-0158) and largest sequence.
+    let (first, last) = memtable.key_bounds().expect("a memtable with versions has ends");
+    let meta = &built.meta;
+    assert_eq!((meta.min_key.as_slice(), meta.max_key.as_slice()), (first.user_key(), last.user_key()));
+    assert_eq!(meta.max_sequence, memtable.max_sequence(), "the table's largest sequence disagrees");
     Ok(Some(built))
 }
 
