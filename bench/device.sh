@@ -53,7 +53,7 @@ check_pack() {
 }
 
 pack() {
-  local dir=${1:-$pack_dir_default} binary library
+  local dir=${1:-$pack_dir_default} binary library libraries
   command -v ldd > /dev/null || { echo "device.sh: pack needs ldd" >&2; exit 1; }
   bash "$here/setup.sh"
   (cd "$here" && cargo build --release --bins)
@@ -62,7 +62,9 @@ pack() {
   for binary in "${binaries[@]}"; do
     cp "$here/target/release/$binary" "$dir/$binary"
     strip "$dir/$binary"
-    for library in $(libraries_of "$here/target/release/$binary"); do
+    # Assigned first: a failure inside `for`'s own list would not stop the script.
+    libraries=$(libraries_of "$here/target/release/$binary")
+    for library in $libraries; do
       cp -L "$library" "$dir/lib/$(basename "$library")"
     done
   done
@@ -84,8 +86,8 @@ run() {
   dir=$(cd "$dir" && pwd)
   check_pack "$dir"
   local out_dir=${OUT:-$here/results}
-  local data_dir=${DEVICE_DATA_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/holdfast-device-XXXXXX")}
-  local stamp out
+  local data_dir stamp out
+  data_dir=${DEVICE_DATA_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/holdfast-device-XXXXXX")}
   stamp="$(date -u +%Y-%m-%d)-device-$(nproc)cpu-$(cut -c1-7 "$dir/commit")"
   out="$out_dir/$stamp.json"
   local args=("$@")
